@@ -1,0 +1,85 @@
+# Talkbox build. `make run` sets up and opens the app; `make test` runs the tests.
+# Every dependency is installed here, so a fresh machine needs nothing by hand.
+
+SHELL := /bin/bash
+ROOT  := $(abspath .)
+CACHE := $(ROOT)/.cache
+TOKENIZERS_VERSION := v1.22.1
+TOKENIZERS_LIB := $(CACHE)/tokenizers-$(TOKENIZERS_VERSION)/libtokenizers.a
+export PATH := $(PATH):$(HOME)/.cargo/bin:/usr/local/go/bin
+export CGO_ENABLED := 1
+export CGO_LDFLAGS := -L$(dir $(TOKENIZERS_LIB))
+export LANG := en_US.UTF-8
+
+# Debian packages for the build (Fyne/GLFW, cgo), the tests and headless runs.
+APT_PACKAGES := gcc g++ pkg-config libgl1-mesa-dev libx11-dev libxcursor-dev libxrandr-dev \
+	libxinerama-dev libxi-dev libxxf86vm-dev libopenblas-dev xvfb x11-apps xdotool netpbm
+
+GO_TEST_FLAGS ?=
+FUZZ_TIME ?= 20s
+
+.PHONY: all deps apt-deps go-deps tokenizers build run test test-go fuzz race bench vet fmt native clean
+
+all: build
+
+deps: apt-deps tokenizers go-deps
+
+apt-deps:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages:" $$missing; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+go-deps:
+	go mod download
+
+# libtokenizers.a is built once from the daulet/tokenizers module's own Rust
+# sources (later versions need a crate that only GitHub has).
+tokenizers: $(TOKENIZERS_LIB)
+
+$(TOKENIZERS_LIB):
+	@command -v cargo >/dev/null || { echo "cargo (Rust) is required to build libtokenizers.a"; exit 1; }
+	go mod download github.com/daulet/tokenizers@$(TOKENIZERS_VERSION)
+	rm -rf $(CACHE)/tokenizers-src && mkdir -p $(CACHE)
+	cp -r "$$(go env GOMODCACHE)/github.com/daulet/tokenizers@$(TOKENIZERS_VERSION)" $(CACHE)/tokenizers-src
+	chmod -R u+w $(CACHE)/tokenizers-src
+	cd $(CACHE)/tokenizers-src && cargo build --release --quiet
+	mkdir -p $(dir $@) && cp $(CACHE)/tokenizers-src/target/release/libtokenizers.a $@
+	rm -rf $(CACHE)/tokenizers-src
+
+build: deps
+	mkdir -p bin
+	go build -o bin/talkbox ./app
+
+run: build
+	./bin/talkbox
+
+# The test command of the README and of CI.
+test: deps test-go fuzz
+
+test-go:
+	go vet ./...
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.cache/*')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed:" $$unformatted; exit 1; fi
+	go test $(GO_TEST_FLAGS) ./...
+
+# The safetensors parser fuzz target, bounded so CI stays fast.
+fuzz: deps
+	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZ_TIME) ./engine/safetensors
+
+race: deps
+	go test -race ./...
+
+bench: build
+	./bin/talkbox bench --help >/dev/null 2>&1 || true
+
+vet:
+	go vet ./...
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+clean:
+	rm -rf bin

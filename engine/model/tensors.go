@@ -1,0 +1,218 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"talkbox/engine/safetensors"
+)
+
+// TensorSpec is one tensor a model needs, with its exact shape.
+type TensorSpec struct {
+	Name  string
+	Shape []int
+}
+
+// ErrIncompleteCheckpoint is wrapped when tensors are missing or mis-shaped.
+var ErrIncompleteCheckpoint = errors.New("incomplete checkpoint")
+
+func spec(name string, shape ...int) TensorSpec { return TensorSpec{Name: name, Shape: shape} }
+
+func qwen3Layer(prefix string, hidden, inter, heads, kvHeads, headDim int) []TensorSpec {
+	return []TensorSpec{
+		spec(prefix+"input_layernorm.weight", hidden),
+		spec(prefix+"post_attention_layernorm.weight", hidden),
+		spec(prefix+"self_attn.q_proj.weight", heads*headDim, hidden),
+		spec(prefix+"self_attn.k_proj.weight", kvHeads*headDim, hidden),
+		spec(prefix+"self_attn.v_proj.weight", kvHeads*headDim, hidden),
+		spec(prefix+"self_attn.o_proj.weight", hidden, heads*headDim),
+		spec(prefix+"self_attn.q_norm.weight", headDim),
+		spec(prefix+"self_attn.k_norm.weight", headDim),
+		spec(prefix+"mlp.gate_proj.weight", inter, hidden),
+		spec(prefix+"mlp.up_proj.weight", inter, hidden),
+		spec(prefix+"mlp.down_proj.weight", hidden, inter),
+	}
+}
+
+// LMTensors lists every tensor of model.safetensors that inference needs
+// (lm spec section 1.4; the speaker encoder too for Base models).
+func LMTensors(c *Config) []TensorSpec {
+	t := c.Talker
+	cp := t.CodePredictor
+	H := t.HiddenSize
+	out := []TensorSpec{
+		spec("talker.model.text_embedding.weight", t.TextVocabSize, t.TextHiddenSize),
+		spec("talker.text_projection.linear_fc1.weight", t.TextHiddenSize, t.TextHiddenSize),
+		spec("talker.text_projection.linear_fc1.bias", t.TextHiddenSize),
+		spec("talker.text_projection.linear_fc2.weight", H, t.TextHiddenSize),
+		spec("talker.text_projection.linear_fc2.bias", H),
+		spec("talker.model.codec_embedding.weight", t.VocabSize, H),
+		spec("talker.model.norm.weight", H),
+		spec("talker.codec_head.weight", t.VocabSize, H),
+		spec("talker.code_predictor.model.norm.weight", cp.HiddenSize),
+	}
+	for l := 0; l < t.NumHiddenLayers; l++ {
+		out = append(out, qwen3Layer(fmt.Sprintf("talker.model.layers.%d.", l), H, t.IntermediateSize, t.NumAttentionHeads, t.NumKeyValueHeads, t.HeadDim)...)
+	}
+	for l := 0; l < cp.NumHiddenLayers; l++ {
+		out = append(out, qwen3Layer(fmt.Sprintf("talker.code_predictor.model.layers.%d.", l), cp.HiddenSize, cp.IntermediateSize, cp.NumAttentionHeads, cp.NumKeyValueHeads, cp.HeadDim)...)
+	}
+	for g := 0; g < t.NumCodeGroups-1; g++ {
+		out = append(out,
+			spec(fmt.Sprintf("talker.code_predictor.model.codec_embedding.%d.weight", g), cp.VocabSize, H),
+			spec(fmt.Sprintf("talker.code_predictor.lm_head.%d.weight", g), cp.VocabSize, cp.HiddenSize))
+	}
+	if cp.HiddenSize != H {
+		out = append(out,
+			spec("talker.code_predictor.small_to_mtp_projection.weight", cp.HiddenSize, H),
+			spec("talker.code_predictor.small_to_mtp_projection.bias", cp.HiddenSize))
+	}
+	if c.TTSModelType == TypeBase && c.SpeakerEncoder != nil {
+		out = append(out, SpeakerEncoderTensors(c.SpeakerEncoder)...)
+	}
+	return out
+}
+
+// SpeakerEncoderTensors lists the ECAPA-TDNN tensors (codec spec section 6).
+func SpeakerEncoderTensors(s *SpeakerEncCfg) []TensorSpec {
+	if len(s.EncChannels) != 5 || len(s.EncKernelSizes) != 5 || s.EncRes2NetScale <= 0 {
+		return []TensorSpec{spec("speaker_encoder (config: enc_channels/enc_kernel_sizes must have 5 entries)")}
+	}
+	ch, k := s.EncChannels, s.EncKernelSizes
+	p := "speaker_encoder."
+	out := []TensorSpec{
+		spec(p+"blocks.0.conv.weight", ch[0], s.MelDim, k[0]), spec(p+"blocks.0.conv.bias", ch[0]),
+	}
+	for b := 1; b <= 3; b++ {
+		bp := fmt.Sprintf("%sblocks.%d.", p, b)
+		sub := ch[b] / s.EncRes2NetScale
+		out = append(out,
+			spec(bp+"tdnn1.conv.weight", ch[b], ch[b-1], 1), spec(bp+"tdnn1.conv.bias", ch[b]),
+			spec(bp+"tdnn2.conv.weight", ch[b], ch[b], 1), spec(bp+"tdnn2.conv.bias", ch[b]),
+			spec(bp+"se_block.conv1.weight", s.EncSEChannels, ch[b], 1), spec(bp+"se_block.conv1.bias", s.EncSEChannels),
+			spec(bp+"se_block.conv2.weight", ch[b], s.EncSEChannels, 1), spec(bp+"se_block.conv2.bias", ch[b]))
+		for r := 0; r < s.EncRes2NetScale-1; r++ {
+			out = append(out,
+				spec(fmt.Sprintf("%sres2net_block.blocks.%d.conv.weight", bp, r), sub, sub, k[b]),
+				spec(fmt.Sprintf("%sres2net_block.blocks.%d.conv.bias", bp, r), sub))
+		}
+	}
+	out = append(out,
+		spec(p+"mfa.conv.weight", ch[4], ch[1]+ch[2]+ch[3], k[4]), spec(p+"mfa.conv.bias", ch[4]),
+		spec(p+"asp.tdnn.conv.weight", s.EncAttentionChannels, 3*ch[4], 1), spec(p+"asp.tdnn.conv.bias", s.EncAttentionChannels),
+		spec(p+"asp.conv.weight", ch[4], s.EncAttentionChannels, 1), spec(p+"asp.conv.bias", ch[4]),
+		spec(p+"fc.weight", s.EncDim, 2*ch[4], 1), spec(p+"fc.bias", s.EncDim))
+	return out
+}
+
+// CodecDecoderTensors lists the speech-tokenizer decoder tensors (codec spec section 2).
+func CodecDecoderTensors(c *CodecConfig) []TensorSpec {
+	d := c.Decoder
+	cbDim := d.CodebookDim / 2
+	p := "decoder."
+	var out []TensorSpec
+	for _, part := range []string{"rvq_first", "rvq_rest"} {
+		n := 1
+		if part == "rvq_rest" {
+			n = d.NumQuantizers - 1
+		}
+		for q := 0; q < n; q++ {
+			cb := fmt.Sprintf("%squantizer.%s.vq.layers.%d._codebook.", p, part, q)
+			out = append(out, spec(cb+"embedding_sum", d.CodebookSize, cbDim), spec(cb+"cluster_usage", d.CodebookSize))
+		}
+		out = append(out, spec(p+"quantizer."+part+".output_proj.weight", d.CodebookDim, cbDim, 1))
+	}
+	out = append(out,
+		spec(p+"pre_conv.conv.weight", d.LatentDim, d.CodebookDim, 3), spec(p+"pre_conv.conv.bias", d.LatentDim),
+		spec(p+"pre_transformer.input_proj.weight", d.HiddenSize, d.LatentDim), spec(p+"pre_transformer.input_proj.bias", d.HiddenSize),
+		spec(p+"pre_transformer.output_proj.weight", d.LatentDim, d.HiddenSize), spec(p+"pre_transformer.output_proj.bias", d.LatentDim),
+		spec(p+"pre_transformer.norm.weight", d.HiddenSize))
+	attn := d.NumAttentionHeads * d.HeadDim
+	kv := d.NumKeyValueHeads * d.HeadDim
+	for l := 0; l < d.NumHiddenLayers; l++ {
+		lp := fmt.Sprintf("%spre_transformer.layers.%d.", p, l)
+		out = append(out,
+			spec(lp+"input_layernorm.weight", d.HiddenSize), spec(lp+"post_attention_layernorm.weight", d.HiddenSize),
+			spec(lp+"self_attn.q_proj.weight", attn, d.HiddenSize), spec(lp+"self_attn.k_proj.weight", kv, d.HiddenSize),
+			spec(lp+"self_attn.v_proj.weight", kv, d.HiddenSize), spec(lp+"self_attn.o_proj.weight", d.HiddenSize, attn),
+			spec(lp+"self_attn_layer_scale.scale", d.HiddenSize), spec(lp+"mlp_layer_scale.scale", d.HiddenSize),
+			spec(lp+"mlp.gate_proj.weight", d.IntermediateSize, d.HiddenSize), spec(lp+"mlp.up_proj.weight", d.IntermediateSize, d.HiddenSize),
+			spec(lp+"mlp.down_proj.weight", d.HiddenSize, d.IntermediateSize))
+	}
+	for i, r := range d.UpsamplingRatios {
+		up := fmt.Sprintf("%supsample.%d.", p, i)
+		L := d.LatentDim
+		out = append(out,
+			spec(up+"0.conv.weight", L, L, r), spec(up+"0.conv.bias", L),
+			spec(up+"1.dwconv.conv.weight", L, 1, 7), spec(up+"1.dwconv.conv.bias", L),
+			spec(up+"1.norm.weight", L), spec(up+"1.norm.bias", L),
+			spec(up+"1.pwconv1.weight", 4*L, L), spec(up+"1.pwconv1.bias", 4*L),
+			spec(up+"1.pwconv2.weight", L, 4*L), spec(up+"1.pwconv2.bias", L), spec(up+"1.gamma", L))
+	}
+	out = append(out, spec(p+"decoder.0.conv.weight", d.DecoderDim, d.LatentDim, 7), spec(p+"decoder.0.conv.bias", d.DecoderDim))
+	ch := d.DecoderDim
+	for b, r := range d.UpsampleRates {
+		bp := fmt.Sprintf("%sdecoder.%d.block.", p, b+1)
+		outCh := ch / 2
+		out = append(out, spec(bp+"0.alpha", ch), spec(bp+"0.beta", ch),
+			spec(bp+"1.conv.weight", ch, outCh, 2*r), spec(bp+"1.conv.bias", outCh))
+		for u := 2; u <= 4; u++ {
+			un := fmt.Sprintf("%s%d.", bp, u)
+			out = append(out,
+				spec(un+"act1.alpha", outCh), spec(un+"act1.beta", outCh), spec(un+"act2.alpha", outCh), spec(un+"act2.beta", outCh),
+				spec(un+"conv1.conv.weight", outCh, outCh, 7), spec(un+"conv1.conv.bias", outCh),
+				spec(un+"conv2.conv.weight", outCh, outCh, 1), spec(un+"conv2.conv.bias", outCh))
+		}
+		ch = outCh
+	}
+	n := len(d.UpsampleRates)
+	out = append(out,
+		spec(fmt.Sprintf("%sdecoder.%d.alpha", p, n+1), ch), spec(fmt.Sprintf("%sdecoder.%d.beta", p, n+1), ch),
+		spec(fmt.Sprintf("%sdecoder.%d.conv.weight", p, n+2), 1, ch, 7), spec(fmt.Sprintf("%sdecoder.%d.conv.bias", p, n+2), 1))
+	return out
+}
+
+// CheckTensors verifies that f holds every tensor in want with the exact shape
+// and a float dtype. It reports every problem in one error that wraps
+// ErrIncompleteCheckpoint and names the file and each tensor.
+func CheckTensors(f *safetensors.File, want []TensorSpec) error {
+	var missing, wrong []string
+	for _, w := range want {
+		info, ok := f.Info(w.Name)
+		if !ok {
+			missing = append(missing, w.Name)
+			continue
+		}
+		switch {
+		case !equalShape(info.Shape, w.Shape):
+			wrong = append(wrong, fmt.Sprintf("%s has shape %v, want %v", w.Name, info.Shape, w.Shape))
+		case info.DType == safetensors.I64:
+			wrong = append(wrong, fmt.Sprintf("%s is %s, want a float type", w.Name, info.DType))
+		}
+	}
+	if len(missing) == 0 && len(wrong) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s:", f.Path)
+	if len(missing) > 0 {
+		fmt.Fprintf(&b, " %d missing tensor(s): %s;", len(missing), strings.Join(missing, ", "))
+	}
+	if len(wrong) > 0 {
+		fmt.Fprintf(&b, " %d wrong tensor(s): %s;", len(wrong), strings.Join(wrong, "; "))
+	}
+	return fmt.Errorf("%w: %s", ErrIncompleteCheckpoint, strings.TrimSuffix(b.String(), ";"))
+}
+
+func equalShape(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

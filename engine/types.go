@@ -1,0 +1,64 @@
+package engine
+
+import (
+	"errors"
+	"time"
+
+	"talkbox/engine/backend"
+	"talkbox/engine/sample"
+)
+
+// Sentinel errors a caller can branch on.
+var (
+	ErrNoGPU          = errors.New("no usable GPU")
+	ErrUnknownVoice   = errors.New("unknown voice")
+	ErrUnknownLang    = errors.New("unknown language")
+	ErrEmptyText      = errors.New("empty text")
+	ErrTextTooLong    = errors.New("text too long")
+	ErrCancelled      = errors.New("cancelled")
+	ErrUnsupportedReq = errors.New("request not supported by this model")
+)
+
+// Request is one utterance to synthesise.
+type Request struct {
+	Text     string
+	Voice    string // CustomVoice speaker name (case-insensitive); empty for VoiceDesign
+	Language string // "auto" (default) or a language name (case-insensitive)
+	Instruct string // style (CustomVoice 1.7B) or voice description (VoiceDesign)
+	// StreamingText selects the prompt layout: nil = the model's default
+	// (non-streaming for CustomVoice and VoiceDesign, streaming for Base).
+	StreamingText *bool
+	// Talker and Predictor override generation_config.json when non-nil.
+	Talker, Predictor *sample.Params
+	Seed              uint64
+	ExactFrames       int // > 0: exactly this many frames, ignoring EOS
+	// ChunkFrames is the number of frames per PCM chunk after the first
+	// (the first chunk is always one frame). 0 = 1.
+	ChunkFrames int
+}
+
+// Chunk is a piece of audio on its way to the speaker.
+type Chunk struct {
+	PCM        []float32 // 24 kHz mono, in [-1, 1]
+	FirstFrame int       // index of the first frame in this chunk
+	Frames     int
+	Codes      []backend.Codes
+	Final      bool          // the last chunk of the utterance (may hold no PCM)
+	Since      time.Duration // from Synthesize being called to this chunk being ready
+	Err        error         // set on the final chunk when synthesis failed
+	Stats      *Stats        // set on the final chunk
+}
+
+// Stats describe one utterance; the UI and `bench` both use them.
+type Stats struct {
+	TTFC          time.Duration // request -> first PCM chunk ready
+	Prefill       time.Duration
+	Frames        int
+	LMPerFrame    time.Duration // mean talker+predictor wall time per frame
+	CodecPerFrame time.Duration // mean codec time per frame
+	Wall          time.Duration
+	AudioSeconds  float64
+	RTF           float64 // Wall / AudioSeconds
+	Stop          backend.StopReason
+	Device        string
+}
