@@ -1,0 +1,165 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"talkbox/engine/backend"
+)
+
+// frameBuffer lets the LM run ahead of the codec by a few frames, so the
+// codec of frame k overlaps the LM work of frame k+1 without unbounded memory.
+const frameBuffer = 8
+
+// stream is one utterance flowing through LM and codec. It runs two
+// goroutines: the LM producing frames, and the codec turning them into PCM
+// chunks on out. out is closed after the final chunk.
+type stream struct {
+	lm          backend.LM
+	codec       backend.Codec
+	prompt      backend.Prompt
+	opt         backend.GenerateOptions
+	chunkFrames int
+	start       time.Time
+	device      string
+	// trimSamples drops this many samples from the start of the audio (ICL
+	// voice clone decodes the reference codes as context and cuts them).
+	contextCodes []backend.Codes
+}
+
+func (s *stream) run(ctx context.Context, out chan<- Chunk) {
+	defer close(out)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	frames := make(chan backend.Frame, frameBuffer)
+	type lmDone struct {
+		res backend.Result
+		err error
+	}
+	lmResult := make(chan lmDone, 1)
+	go func() {
+		defer close(frames)
+		res, err := s.lm.Generate(ctx, s.prompt, s.opt, frames)
+		lmResult <- lmDone{res, err}
+	}()
+
+	stats := &Stats{Device: s.device}
+	codecStream, err := s.codec.NewStream()
+	if err != nil {
+		cancel()
+		for range frames {
+		}
+		<-lmResult
+		s.finish(ctx, out, stats, fmt.Errorf("codec: %w", err))
+		return
+	}
+	defer codecStream.Close()
+
+	var codecErr error
+	if len(s.contextCodes) > 0 {
+		// Decode the reference codes first so the generated audio has its
+		// acoustic left context; their samples are not emitted.
+		if _, err := codecStream.Push(s.contextCodes); err != nil {
+			codecErr = fmt.Errorf("codec: reference codes: %w", err)
+		}
+	}
+
+	var (
+		pending   []backend.Codes
+		firstIdx  int
+		codecTime time.Duration
+		sent      int
+		samples   int
+	)
+	flush := func() bool {
+		if len(pending) == 0 || codecErr != nil {
+			return true
+		}
+		t0 := time.Now()
+		pcm, err := codecStream.Push(pending)
+		codecTime += time.Since(t0)
+		if err != nil {
+			codecErr = fmt.Errorf("codec: %w", err)
+			cancel()
+			return false
+		}
+		c := Chunk{PCM: pcm, FirstFrame: firstIdx, Frames: len(pending), Codes: pending, Since: time.Since(s.start)}
+		if sent == 0 {
+			stats.TTFC = c.Since
+		}
+		select {
+		case out <- c:
+		case <-ctx.Done():
+			return false
+		}
+		sent++
+		samples += len(pcm)
+		firstIdx += len(pending)
+		pending = nil
+		return true
+	}
+	for f := range frames {
+		if codecErr != nil {
+			continue // drain so the LM goroutine can finish
+		}
+		pending = append(pending, f.Codes)
+		// The first chunk is the first frame, for the lowest time to first audio.
+		want := s.chunkFrames
+		if sent == 0 {
+			want = 1
+		}
+		if len(pending) >= want {
+			if !flush() {
+				continue
+			}
+		}
+	}
+	flush()
+	lm := <-lmResult
+
+	stats.Frames = lm.res.Frames
+	stats.Prefill = lm.res.Prefill
+	stats.Stop = lm.res.Stop
+	if n := len(lm.res.FrameTimes); n > 0 {
+		var sum time.Duration
+		for _, d := range lm.res.FrameTimes {
+			sum += d
+		}
+		stats.LMPerFrame = sum / time.Duration(n)
+	}
+	if stats.Frames > 0 {
+		stats.CodecPerFrame = codecTime / time.Duration(stats.Frames)
+	}
+	stats.AudioSeconds = float64(samples) / float64(s.codec.SampleRate())
+	err = codecErr
+	if err == nil {
+		err = lm.err
+	}
+	s.finish(ctx, out, stats, err)
+}
+
+// finish sends the final chunk, which carries the stats and the error. After a
+// cancel the consumer may have stopped reading, so the send then gives up
+// after a short wait instead of leaking this goroutine.
+func (s *stream) finish(ctx context.Context, out chan<- Chunk, stats *Stats, err error) {
+	stats.Wall = time.Since(s.start)
+	if stats.AudioSeconds > 0 {
+		stats.RTF = stats.Wall.Seconds() / stats.AudioSeconds
+	}
+	if err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		err = fmt.Errorf("%w: %v", ErrCancelled, err)
+		stats.Stop = backend.StopCancelled
+	}
+	final := Chunk{Final: true, Since: time.Since(s.start), Err: err, Stats: stats}
+	if ctx.Err() == nil {
+		out <- final
+		return
+	}
+	select {
+	case out <- final:
+	case <-time.After(2 * time.Second):
+	}
+}

@@ -1,0 +1,142 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"talkbox/engine/backend"
+)
+
+// fakeLM emits n frames whose codes encode their index, with a delay each.
+type fakeLM struct {
+	n     int
+	delay time.Duration
+}
+
+func (f *fakeLM) Generate(ctx context.Context, p backend.Prompt, o backend.GenerateOptions, out chan<- backend.Frame) (backend.Result, error) {
+	var res backend.Result
+	for i := 0; i < f.n; i++ {
+		select {
+		case <-ctx.Done():
+			res.Stop = backend.StopCancelled
+			return res, ctx.Err()
+		case <-time.After(f.delay):
+		}
+		var c backend.Codes
+		c[0] = int32(i)
+		out <- backend.Frame{Index: i, Codes: c}
+		res.Frames++
+		res.FrameTimes = append(res.FrameTimes, f.delay)
+	}
+	res.Stop = backend.StopEOS
+	return res, nil
+}
+func (f *fakeLM) Device() string { return "fake" }
+func (f *fakeLM) Close() error   { return nil }
+
+// fakeCodec emits samples equal to each frame's group-0 code.
+type fakeCodec struct{ failAt int }
+
+type fakeStream struct {
+	c    *fakeCodec
+	seen int
+}
+
+func (c *fakeCodec) NewStream() (backend.CodecStream, error) { return &fakeStream{c: c}, nil }
+func (c *fakeCodec) SamplesPerFrame() int                    { return 4 }
+func (c *fakeCodec) SampleRate() int                         { return 50 } // 12.5 frames/s * 4
+func (s *fakeStream) Close() error                           { return nil }
+func (s *fakeStream) Push(frames []backend.Codes) ([]float32, error) {
+	var pcm []float32
+	for _, f := range frames {
+		if s.c.failAt > 0 && s.seen == s.c.failAt {
+			return nil, errors.New("boom")
+		}
+		s.seen++
+		for j := 0; j < 4; j++ {
+			pcm = append(pcm, float32(f[0]))
+		}
+	}
+	return pcm, nil
+}
+
+func collect(t *testing.T, ch <-chan Chunk) []Chunk {
+	t.Helper()
+	var out []Chunk
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case c, ok := <-ch:
+			if !ok {
+				return out
+			}
+			out = append(out, c)
+		case <-timeout:
+			t.Fatal("pipeline did not finish")
+		}
+	}
+}
+
+func runStream(ctx context.Context, s *stream) <-chan Chunk {
+	ch := make(chan Chunk, 2)
+	s.start = time.Now()
+	go s.run(ctx, ch)
+	return ch
+}
+
+func TestPipelineChunksInOrderFirstChunkOneFrame(t *testing.T) {
+	s := &stream{lm: &fakeLM{n: 10}, codec: &fakeCodec{}, chunkFrames: 4}
+	chunks := collect(t, runStream(context.Background(), s))
+	final := chunks[len(chunks)-1]
+	if !final.Final || final.Err != nil || final.Stats == nil {
+		t.Fatalf("final chunk %+v", final)
+	}
+	body := chunks[:len(chunks)-1]
+	wantSizes := []int{1, 4, 4, 1}
+	if len(body) != len(wantSizes) {
+		t.Fatalf("%d chunks, want %d", len(body), len(wantSizes))
+	}
+	next := 0
+	for i, c := range body {
+		if c.Frames != wantSizes[i] || c.FirstFrame != next || len(c.PCM) != 4*c.Frames {
+			t.Errorf("chunk %d: %+v", i, c)
+		}
+		for j, v := range c.PCM {
+			if int(v) != next+j/4 {
+				t.Fatalf("chunk %d sample %d = %v, frames out of order", i, j, v)
+			}
+		}
+		next += c.Frames
+	}
+	st := final.Stats
+	if st.Frames != 10 || st.AudioSeconds != 0.8 || st.TTFC <= 0 || st.RTF <= 0 || st.Stop != backend.StopEOS {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+func TestPipelineCancelStopsAndReports(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &stream{lm: &fakeLM{n: 1000, delay: time.Millisecond}, codec: &fakeCodec{}, chunkFrames: 1}
+	ch := runStream(ctx, s)
+	<-ch
+	cancel()
+	chunks := collect(t, ch)
+	final := chunks[len(chunks)-1]
+	if !final.Final || !errors.Is(final.Err, ErrCancelled) || final.Stats.Stop != backend.StopCancelled {
+		t.Fatalf("final after cancel: %+v err=%v", final, final.Err)
+	}
+	if final.Stats.Frames >= 1000 {
+		t.Error("cancel did not stop the LM")
+	}
+}
+
+func TestPipelineCodecErrorEndsUtterance(t *testing.T) {
+	s := &stream{lm: &fakeLM{n: 50}, codec: &fakeCodec{failAt: 3}, chunkFrames: 1}
+	chunks := collect(t, runStream(context.Background(), s))
+	final := chunks[len(chunks)-1]
+	if final.Err == nil || len(chunks) != 4 {
+		t.Fatalf("want 3 audio chunks then a failed final, got %d chunks, err %v", len(chunks), final.Err)
+	}
+}
