@@ -1,0 +1,3 @@
+package codec
+
+func setAVX(on bool) { useAVX = on }
