@@ -5,18 +5,20 @@ import (
 	"time"
 
 	"talkbox/engine/backend"
+	"talkbox/engine/prompt"
 	"talkbox/engine/sample"
 )
 
-// Sentinel errors a caller can branch on.
+// Sentinel errors a caller can branch on. The request errors are the prompt
+// builder's own, so there is one value per condition.
 var (
 	ErrNoGPU          = errors.New("no usable GPU")
-	ErrUnknownVoice   = errors.New("unknown voice")
-	ErrUnknownLang    = errors.New("unknown language")
-	ErrEmptyText      = errors.New("empty text")
+	ErrUnknownVoice   = prompt.ErrUnknownVoice
+	ErrUnknownLang    = prompt.ErrUnknownLanguage
+	ErrEmptyText      = prompt.ErrEmptyText
+	ErrUnsupportedReq = prompt.ErrUnsupported
 	ErrTextTooLong    = errors.New("text too long")
 	ErrCancelled      = errors.New("cancelled")
-	ErrUnsupportedReq = errors.New("request not supported by this model")
 )
 
 // Request is one utterance to synthesise.

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+
+	"talkbox/app/hub"
+	"talkbox/engine"
+	"talkbox/engine/backend"
+	"talkbox/engine/sample"
+	"talkbox/engine/wav"
+)
+
+func init() {
+	register(verb{name: "say", summary: "synthesise text to a WAV file (and/or a codes file)", run: runSay})
+}
+
+// codesFile is the JSON layout of --codes-out and of `decode --codes`.
+type codesFile struct {
+	Codes []backend.Codes `json:"codes"`
+}
+
+func runSay(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("say", stderr)
+	modelFlag := fs.String("model", "", "model folder or installed name (default: the installed model)")
+	voice := fs.String("voice", "", "preset voice (CustomVoice), e.g. ryan")
+	lang := fs.String("lang", "auto", "language: auto or a name such as english")
+	instruct := fs.String("instruct", "", "style (CustomVoice 1.7B) or voice description (VoiceDesign)")
+	streamingText := fs.String("streaming-text", "", "prompt layout: true (text enters one token per frame) or false; default: the model's")
+	greedy := fs.Bool("greedy", false, "argmax decoding instead of sampling")
+	seed := fs.Uint64("seed", 0, "random seed (same seed, same audio)")
+	frames := fs.Int("frames", 0, "generate exactly N frames, ignoring EOS (tests, benchmarks)")
+	codesOut := fs.String("codes-out", "", "write the generated codes as JSON to this file")
+	out := fs.String("out", "", "write the audio to this WAV file")
+	wavFormat := fs.String("wav-format", "s16", "WAV sample format: s16 or f32")
+	backendName := fs.String("backend", engine.BackendAuto, "auto, cpu or cuda")
+	threads := fs.Int("threads", 0, "CPU threads (0 = all)")
+	officialRegex := fs.Bool("official-regex", false, "tokenize with the official loader's split regex")
+	chunkFrames := fs.Int("chunk-frames", 4, "frames per PCM chunk after the first")
+	rest, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	text := strings.Join(rest, " ")
+	if strings.TrimSpace(text) == "" {
+		return usageErrorf("no text given: talkbox say --model DIR --voice NAME [flags] TEXT")
+	}
+	if *out == "" && *codesOut == "" {
+		return usageErrorf("nothing to write: give --out FILE.wav and/or --codes-out FILE.json")
+	}
+	format, err := wav.ParseFormat(*wavFormat)
+	if err != nil {
+		return usageErrorf("%v", err)
+	}
+	req := engine.Request{Text: text, Voice: *voice, Language: *lang, Instruct: *instruct, Seed: *seed,
+		ExactFrames: *frames, ChunkFrames: *chunkFrames}
+	if *streamingText != "" {
+		v, err := parseBool(*streamingText)
+		if err != nil {
+			return usageErrorf("--streaming-text: %v", err)
+		}
+		req.StreamingText = &v
+	}
+	if *greedy {
+		g := sample.Greedy()
+		req.Talker, req.Predictor = &g, &g
+	}
+	dir, err := hub.Resolve(*modelFlag)
+	if err != nil {
+		return err
+	}
+	e, err := engine.Open(dir, engine.Options{Backend: *backendName, Threads: *threads, OfficialRegex: *officialRegex})
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	chunks, err := e.Synthesize(ctx, req)
+	if err != nil {
+		return err
+	}
+	// Audio goes to a temporary file renamed at the end, so a failed or
+	// cancelled run never leaves a truncated WAV where the user expects one.
+	var w *wav.Writer
+	if *out != "" {
+		if w, err = wav.Create(*out+".part", e.SampleRate(), format); err != nil {
+			for range chunks {
+			}
+			return err
+		}
+		defer os.Remove(*out + ".part")
+	}
+	var codes codesFile
+	var final engine.Chunk
+	var writeErr error
+	for c := range chunks {
+		if c.Final {
+			final = c
+			continue
+		}
+		codes.Codes = append(codes.Codes, c.Codes...)
+		if w != nil && writeErr == nil {
+			writeErr = w.Write(c.PCM)
+		}
+	}
+	if w != nil {
+		if err := w.Close(); writeErr == nil {
+			writeErr = err
+		}
+	}
+	if final.Err != nil {
+		return final.Err
+	}
+	if writeErr != nil {
+		return writeErr
+	}
+	if *out != "" {
+		if err := os.Rename(*out+".part", *out); err != nil {
+			return err
+		}
+	}
+	if *codesOut != "" {
+		b, err := json.Marshal(codes)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(*codesOut, append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+	}
+	st := final.Stats
+	fmt.Fprintf(stdout, "%d frames (%.2f s of audio, stop: %s) on %s: TTFC %.1f ms, LM %.1f ms/frame, codec %.1f ms/frame, RTF %.3f\n",
+		st.Frames, st.AudioSeconds, st.Stop, st.Device, ms(st.TTFC), ms(st.LMPerFrame), ms(st.CodecPerFrame), st.RTF)
+	return nil
+}
+
+func parseBool(s string) (bool, error) {
+	switch strings.ToLower(s) {
+	case "true", "1", "yes", "on":
+		return true, nil
+	case "false", "0", "no", "off":
+		return false, nil
+	}
+	return false, fmt.Errorf("want true or false, got %q", s)
+}

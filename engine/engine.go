@@ -1,0 +1,255 @@
+// Package engine runs the Talkbox pipeline: text -> tokens -> prefill rows ->
+// frames (16 codes) -> PCM chunks. It picks a backend for the language model
+// (cpu or cuda) and owns nothing of the UI.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"talkbox/engine/backend"
+	"talkbox/engine/codec"
+	"talkbox/engine/cpu"
+	"talkbox/engine/model"
+	"talkbox/engine/prompt"
+	"talkbox/engine/sample"
+	"talkbox/engine/text"
+)
+
+// MaxTextRunes bounds one request. Longer text should be split into
+// sentences (the window does) so audio starts early and memory stays bounded.
+const MaxTextRunes = 4000
+
+// Backend names for Options.Backend.
+const (
+	BackendAuto = "auto"
+	BackendCPU  = "cpu"
+	BackendCUDA = "cuda"
+)
+
+// Options configure Open.
+type Options struct {
+	Backend       string // auto (default), cpu or cuda
+	Threads       int    // CPU threads; 0 = all
+	OfficialRegex bool   // tokenize with the official loader's split regex
+	Logger        *slog.Logger
+}
+
+// Voice is one preset speaker of a CustomVoice model.
+type Voice struct {
+	Name        string
+	Description string // empty: the UI describes voices itself
+	Dialect     string // e.g. "sichuan_dialect"; empty for standard speech
+}
+
+// Engine is an opened model ready to synthesise. Synthesize calls are
+// serialised: a new call waits for the previous utterance to finish, so
+// callers that want to interrupt cancel the old context first.
+type Engine struct {
+	model   *model.Model
+	tok     *text.Tokenizer
+	prompts *prompt.Builder
+	lm      backend.LM
+	codec   backend.Codec
+	log     *slog.Logger
+	busy    sync.Mutex
+}
+
+// LMFactory builds a language-model backend for a loaded model. The cuda
+// package registers one (see RegisterCUDA) so this package does not need cgo
+// for the GPU.
+type LMFactory func(m *model.Model, threads int) (backend.LM, error)
+
+var cudaFactory LMFactory
+
+// RegisterCUDA installs the GPU backend's constructor.
+func RegisterCUDA(f LMFactory) { cudaFactory = f }
+
+// Open loads the checkpoint in dir (configs, weights, tokenizer, codec) and
+// starts the chosen backend.
+func Open(dir string, o Options) (*Engine, error) {
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	m, err := model.Load(dir, model.Options{RequireCodec: true})
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{model: m, log: log}
+	fail := func(err error) (*Engine, error) {
+		e.Close()
+		return nil, err
+	}
+	if e.tok, err = text.Open(dir, text.Options{OfficialRegex: o.OfficialRegex}); err != nil {
+		return fail(err)
+	}
+	if e.prompts, err = prompt.New(m); err != nil {
+		return fail(err)
+	}
+	dec, err := codec.New(m)
+	if err != nil {
+		return fail(err)
+	}
+	e.codec = dec
+	if e.lm, err = openLM(m, o, log); err != nil {
+		return fail(err)
+	}
+	return e, nil
+}
+
+func openLM(m *model.Model, o Options, log *slog.Logger) (backend.LM, error) {
+	switch strings.ToLower(o.Backend) {
+	case "", BackendAuto:
+		if cudaFactory != nil {
+			lm, err := cudaFactory(m, o.Threads)
+			if err == nil {
+				return lm, nil
+			}
+			log.Info("GPU backend unavailable, using the CPU", "reason", err)
+		}
+		return cpu.New(m, cpu.Options{Threads: o.Threads})
+	case BackendCPU:
+		return cpu.New(m, cpu.Options{Threads: o.Threads})
+	case BackendCUDA:
+		if cudaFactory == nil {
+			return nil, fmt.Errorf("%w: this build has no CUDA backend", ErrNoGPU)
+		}
+		lm, err := cudaFactory(m, o.Threads)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrNoGPU, err)
+		}
+		return lm, nil
+	}
+	return nil, fmt.Errorf("unknown backend %q (want auto, cpu or cuda)", o.Backend)
+}
+
+// Close releases the backend and unmaps the weights.
+func (e *Engine) Close() error {
+	var errs []error
+	if e.lm != nil {
+		errs = append(errs, e.lm.Close())
+	}
+	if e.tok != nil {
+		errs = append(errs, e.tok.Close())
+	}
+	if e.model != nil {
+		errs = append(errs, e.model.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Model exposes the loaded checkpoint (configs) read-only.
+func (e *Engine) Model() *model.Model { return e.model }
+
+// Device names where the language model runs.
+func (e *Engine) Device() string { return e.lm.Device() }
+
+// ModelName is "Qwen3-TTS 0.6B CustomVoice (dir name)".
+func (e *Engine) ModelName() string {
+	c := e.model.Config
+	kind := map[string]string{model.TypeBase: "Base", model.TypeCustomVoice: "CustomVoice", model.TypeVoiceDesign: "VoiceDesign"}[c.TTSModelType]
+	return fmt.Sprintf("Qwen3-TTS %s %s (%s)", c.SizeName(), kind, filepath.Base(e.model.Dir))
+}
+
+// Voices lists the preset speakers (none for VoiceDesign and Base).
+func (e *Engine) Voices() []Voice {
+	var out []Voice
+	for _, s := range e.model.Config.Speakers() {
+		out = append(out, Voice{Name: s.Name, Dialect: s.Dialect})
+	}
+	return out
+}
+
+// Languages lists the selectable languages, "auto" first.
+func (e *Engine) Languages() []string { return e.model.Config.Languages() }
+
+// SupportsInstruct reports whether instruct text reaches this model.
+func (e *Engine) SupportsInstruct() bool { return e.model.Config.SupportsInstruct() }
+
+// SampleRate of the PCM chunks.
+func (e *Engine) SampleRate() int { return e.codec.SampleRate() }
+
+// Synthesize starts one utterance and returns its chunk stream. The first
+// chunk holds the first frame's audio; the last has Final set with Stats (and
+// Err on failure), then the channel closes. Consumers read until it closes.
+func (e *Engine) Synthesize(ctx context.Context, req Request) (<-chan Chunk, error) {
+	start := time.Now()
+	p, opt, err := e.prepare(req)
+	if err != nil {
+		return nil, err
+	}
+	chunkFrames := req.ChunkFrames
+	if chunkFrames <= 0 {
+		chunkFrames = 1
+	}
+	out := make(chan Chunk, 4)
+	s := &stream{lm: e.lm, codec: e.codec, prompt: p, opt: opt, chunkFrames: chunkFrames, start: start, device: e.lm.Device()}
+	go func() {
+		// One utterance at a time per engine: the LM holds one KV cache.
+		e.busy.Lock()
+		defer e.busy.Unlock()
+		s.run(ctx, out)
+	}()
+	return out, nil
+}
+
+// prepare validates the request and builds the prompt and generation options.
+func (e *Engine) prepare(req Request) (backend.Prompt, backend.GenerateOptions, error) {
+	var opt backend.GenerateOptions
+	trimmed := strings.TrimSpace(req.Text)
+	if trimmed == "" {
+		return backend.Prompt{}, opt, ErrEmptyText
+	}
+	if n := utf8.RuneCountInString(req.Text); n > MaxTextRunes {
+		return backend.Prompt{}, opt, fmt.Errorf("%w: %d characters, at most %d per request (split long text into sentences)", ErrTextTooLong, n, MaxTextRunes)
+	}
+	ids, err := e.tok.AssistantIDs(trimmed)
+	if err != nil {
+		return backend.Prompt{}, opt, err
+	}
+	pr := prompt.Request{TextIDs: ids, Speaker: req.Voice, Language: req.Language, Streaming: prompt.DefaultStreaming(e.model.Config)}
+	if req.StreamingText != nil {
+		pr.Streaming = *req.StreamingText
+	}
+	if strings.TrimSpace(req.Instruct) != "" {
+		if pr.InstructIDs, err = e.tok.InstructIDs(req.Instruct); err != nil {
+			return backend.Prompt{}, opt, err
+		}
+	}
+	p, err := e.prompts.Build(pr)
+	if err != nil {
+		return backend.Prompt{}, opt, err
+	}
+	g := e.model.Generation
+	opt.Talker = sample.Params{DoSample: g.DoSample, Temperature: g.Temperature, TopK: g.TopK, TopP: g.TopP, RepetitionPenalty: g.RepetitionPenalty}
+	opt.Predictor = sample.Params{DoSample: g.SubtalkerDoSample, Temperature: g.SubtalkerTemperature, TopK: g.SubtalkerTopK, TopP: g.SubtalkerTopP, RepetitionPenalty: 1}
+	if req.Talker != nil {
+		opt.Talker = *req.Talker
+	}
+	if req.Predictor != nil {
+		opt.Predictor = *req.Predictor
+	}
+	opt.Seed = req.Seed
+	opt.ExactFrames = req.ExactFrames
+	opt.MaxFrames = FrameCap(len(ids)-8, g.MaxNewTokens)
+	return p, opt, nil
+}
+
+// FrameCap is the safety net against a talker that never says EOS: about two
+// seconds of audio per text token plus eight seconds, within max_new_tokens.
+// Real speech needs far less (roughly 3-5 frames per token).
+func FrameCap(textTokens, maxNewTokens int) int {
+	c := 100 + 25*max(textTokens, 1)
+	if maxNewTokens > 1 && c > maxNewTokens-1 {
+		c = maxNewTokens - 1
+	}
+	return c
+}

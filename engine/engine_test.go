@@ -1,0 +1,135 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"talkbox/engine/backend"
+	"talkbox/engine/golden"
+	"talkbox/engine/sample"
+)
+
+func greedyRequest(text, voice, lang string, streaming bool, frames int) Request {
+	g := sample.Greedy()
+	return Request{Text: text, Voice: voice, Language: lang, StreamingText: &streaming,
+		Talker: &g, Predictor: &g, ExactFrames: frames, ChunkFrames: 3}
+}
+
+// drain collects a whole utterance.
+func drain(t *testing.T, ch <-chan Chunk) (pcm []float32, codes []backend.Codes, final Chunk) {
+	t.Helper()
+	for c := range ch {
+		if c.Final {
+			final = c
+			continue
+		}
+		pcm = append(pcm, c.PCM...)
+		codes = append(codes, c.Codes...)
+	}
+	return
+}
+
+// End to end on the tiny CustomVoice checkpoint: text in, PCM out, equal to
+// the official implementation's codes and waveform.
+func TestSynthesizeMatchesGoldenEndToEnd(t *testing.T) {
+	for _, name := range []string{"cv_en_ryan_nonstream", "cv_zh_vivian_stream", "cv_auto_eric_dialect_nonstream"} {
+		t.Run(name, func(t *testing.T) {
+			c := golden.OpenCase(t, name)
+			e, err := Open(c.Checkpoint, Options{Backend: BackendCPU, OfficialRegex: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			text, _ := c.Input("text")
+			voice, _ := c.Input("speaker")
+			lang, _ := c.Input("language")
+			nonStream, _ := c.Input("non_streaming_mode")
+			ch, err := e.Synthesize(context.Background(), greedyRequest(text.(string), voice.(string), lang.(string), !nonStream.(bool), 16))
+			if err != nil {
+				t.Fatal(err)
+			}
+			pcm, codes, final := drain(t, ch)
+			if final.Err != nil {
+				t.Fatal(final.Err)
+			}
+			want := c.I64("codes")
+			if len(codes) != 16 {
+				t.Fatalf("%d frames", len(codes))
+			}
+			for f := range codes {
+				for g := 0; g < 16; g++ {
+					if int64(codes[f][g]) != want[f*16+g] {
+						t.Fatalf("frame %d group %d: code %d, official %d", f, g, codes[f][g], want[f*16+g])
+					}
+				}
+			}
+			d := golden.AssertClose(t, "waveform", pcm, c.F32("wav"), 1e-4)
+			t.Logf("%s: 16x16 codes exact, waveform max abs diff %.3g, TTFC %v, RTF %.2f", name, d, final.Stats.TTFC, final.Stats.RTF)
+		})
+	}
+}
+
+func TestSynthesizeBadRequests(t *testing.T) {
+	e, err := Open(golden.Checkpoint(t, "qwen3-tts-tiny-customvoice"), Options{Backend: BackendCPU})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		req  Request
+		want error
+	}{
+		{Request{Text: "  ", Voice: "ryan"}, ErrEmptyText},
+		{Request{Text: "hi", Voice: "nobody"}, ErrUnknownVoice},
+		{Request{Text: "hi", Voice: "ryan", Language: "klingon"}, ErrUnknownLang},
+		{Request{Text: string(make([]rune, MaxTextRunes+1)), Voice: "ryan"}, ErrTextTooLong},
+	} {
+		if _, err := e.Synthesize(ctx, tc.req); !errors.Is(err, tc.want) {
+			t.Errorf("%q/%q/%q: got %v, want %v", tc.req.Text[:min(len(tc.req.Text), 8)], tc.req.Voice, tc.req.Language, err, tc.want)
+		}
+	}
+	if _, err := Open(t.TempDir(), Options{}); err == nil {
+		t.Error("empty directory opened")
+	}
+	if _, err := Open(golden.Checkpoint(t, "qwen3-tts-tiny-customvoice"), Options{Backend: "tpu"}); err == nil {
+		t.Error("unknown backend accepted")
+	}
+}
+
+// Cancel mid-utterance, then synthesise again: the second run equals a fresh one.
+func TestCancelThenSynthesizeAgain(t *testing.T) {
+	e, err := Open(golden.Checkpoint(t, "qwen3-tts-tiny-customvoice"), Options{Backend: BackendCPU})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	req := greedyRequest("Hello there, how are you?", "aiden", "english", true, 12)
+	ctx, cancel := context.WithCancel(context.Background())
+	ch, err := e.Synthesize(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-ch
+	cancel()
+	_, _, final := drain(t, ch)
+	if !errors.Is(final.Err, ErrCancelled) {
+		t.Fatalf("after cancel: %v", final.Err)
+	}
+	run := func() []float32 {
+		ch, err := e.Synthesize(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pcm, _, final := drain(t, ch)
+		if final.Err != nil || final.Stats.Frames != 12 {
+			t.Fatalf("run: %v, %+v", final.Err, final.Stats)
+		}
+		return pcm
+	}
+	a, b := run(), run()
+	if golden.MaxAbsDiff(a, b) != 0 {
+		t.Error("a run after a cancel differs from the next one")
+	}
+}
