@@ -81,5 +81,9 @@ vet:
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
+# The CUDA library (engine/cuda loads it at run time; optional).
+native:
+	bash native/build.sh
+
 clean:
 	rm -rf bin

@@ -1,0 +1,36 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"talkbox/engine/golden"
+)
+
+// TestBenchVerb runs the bench on a tiny golden checkpoint: one JSON object
+// whose timings are positive and whose frame count is the one asked for.
+func TestBenchVerb(t *testing.T) {
+	dir := golden.Checkpoint(t, "qwen3-tts-tiny-customvoice-1b7")
+	var out, errb bytes.Buffer
+	if rc := run([]string{"bench", "--model", dir, "--backend", "cpu", "--frames", "6", "--runs", "2", "--threads", "1"}, &out, &errb); rc != 0 {
+		t.Fatalf("exit %d: %s", rc, errb.String())
+	}
+	var rep benchReport
+	dec := json.NewDecoder(&out)
+	if err := dec.Decode(&rep); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, out.String())
+	}
+	if dec.More() {
+		t.Error("more than one JSON value printed")
+	}
+	if rep.Frames != 6 || rep.Model != "1.7B" || rep.PromptRows != 40 || rep.Device == "" {
+		t.Errorf("report %+v: want 6 frames of the 1.7B layout, 40 prompt rows, a device", rep)
+	}
+	if !(rep.PrefillMS > 0 && rep.TalkerStepMS > 0 && rep.PredictorStepMS > 0 && rep.FrameMS > 0) {
+		t.Errorf("timings not all positive: %+v", rep)
+	}
+	if rc := run([]string{"bench", "--model", dir, "--backend", "tpu"}, &out, &errb); rc != 2 {
+		t.Errorf("unknown backend: exit %d, want 2", rc)
+	}
+}

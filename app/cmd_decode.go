@@ -1,0 +1,173 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"talkbox/engine/backend"
+	"talkbox/engine/codec"
+	"talkbox/engine/model"
+	"talkbox/engine/safetensors"
+	"talkbox/engine/wav"
+)
+
+func init() {
+	register(verb{name: "decode", summary: "decode a JSON file of codec frames to a WAV file (speech-tokenizer decoder)", run: runDecode})
+}
+
+func runDecode(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("decode", stderr)
+	dir := fs.String("model", "", "model directory (with speech_tokenizer/), or a speech-tokenizer directory")
+	codesPath := fs.String("codes", "", `JSON file {"codes": [[16 ints], ...]}`)
+	out := fs.String("out", "", "output WAV file")
+	mode := fs.String("mode", "official", "official (chunked, equals the reference) or streaming (frame by frame, one continuous state)")
+	format := fs.String("wav-format", "s16", "sample format: s16 or f32")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *dir == "" || *codesPath == "" || *out == "" {
+		return usageErrorf("--model DIR, --codes FILE.json and --out FILE.wav are required")
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("unexpected arguments %q", fs.Args())
+	}
+	if *mode != "official" && *mode != "streaming" {
+		return usageErrorf("--mode %q: want official or streaming", *mode)
+	}
+	wf, err := wav.ParseFormat(*format)
+	if err != nil {
+		return usageErrorf("--wav-format: %v", err)
+	}
+	frames, err := readCodesFile(*codesPath)
+	if err != nil {
+		return err
+	}
+	dec, closeModel, err := openDecoder(*dir)
+	if err != nil {
+		return err
+	}
+	defer closeModel()
+	if err := dec.CheckCodes(frames); err != nil {
+		return fmt.Errorf("%s: %w", *codesPath, err)
+	}
+
+	start := time.Now()
+	w, err := wav.Create(*out, dec.SampleRate(), wf)
+	if err != nil {
+		return err
+	}
+	if err := decodeInto(w, dec, frames, *mode); err != nil {
+		w.Close()
+		os.Remove(*out) // never leave a half-written file that looks valid
+		return err
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s: %d frames, %d samples at %d Hz (%s, %s mode) in %.0f ms\n",
+		*out, len(frames), w.Samples(), dec.SampleRate(), wf, *mode, float64(time.Since(start).Microseconds())/1e3)
+	return nil
+}
+
+// decodeInto writes the decoded audio: official mode in one call, streaming
+// mode frame by frame as a live synthesis would.
+func decodeInto(w *wav.Writer, dec *codec.Decoder, frames []backend.Codes, mode string) error {
+	if mode == "official" {
+		pcm, err := dec.DecodeOfficial(frames)
+		if err != nil {
+			return err
+		}
+		return w.Write(pcm)
+	}
+	s, err := dec.NewStream()
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	for i := range frames {
+		pcm, err := s.Push(frames[i : i+1])
+		if err != nil {
+			return err
+		}
+		if err := w.Write(pcm); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readCodesFile parses {"codes": [[16 ints], ...]}; every problem names the
+// file and the frame.
+func readCodesFile(path string) ([]backend.Codes, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var doc struct {
+		Codes *[][]json.Number `json:"codes"`
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	if err := d.Decode(&doc); err != nil {
+		return nil, fmt.Errorf("%s: not a codes file: %w", path, err)
+	}
+	if doc.Codes == nil {
+		return nil, fmt.Errorf(`%s: no "codes" key`, path)
+	}
+	rows := *doc.Codes
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("%s: %w", path, codec.ErrNoFrames)
+	}
+	frames := make([]backend.Codes, len(rows))
+	for i, row := range rows {
+		if len(row) != backend.NumGroups {
+			return nil, fmt.Errorf("%s: frame %d has %d codes, want %d (one per code group)", path, i, len(row), backend.NumGroups)
+		}
+		for g, n := range row {
+			v, err := n.Int64()
+			if err != nil {
+				return nil, fmt.Errorf("%s: frame %d group %d: %q is not an integer", path, i, g, n)
+			}
+			if v < 0 || v > 1<<20 {
+				return nil, fmt.Errorf("%s: frame %d group %d: %w: %d", path, i, g, codec.ErrBadCode, v)
+			}
+			frames[i][g] = int32(v)
+		}
+	}
+	return frames, nil
+}
+
+// openDecoder accepts a full checkpoint (its speech_tokenizer/ is used) or a
+// standalone speech-tokenizer directory such as Qwen3-TTS-Tokenizer-12Hz.
+func openDecoder(dir string) (*codec.Decoder, func(), error) {
+	if cfg, err := model.ReadCodecConfig(dir); err == nil {
+		f, err := safetensors.Open(filepath.Join(dir, "model.safetensors"))
+		if err != nil {
+			return nil, nil, err
+		}
+		d, err := codec.NewFromFile(cfg, f)
+		if err != nil {
+			f.Close()
+			return nil, nil, err
+		}
+		return d, func() { f.Close() }, nil
+	} else if !errors.Is(err, os.ErrNotExist) && !errors.Is(err, model.ErrBadConfig) {
+		return nil, nil, err
+	}
+	m, err := model.Load(dir, model.Options{RequireCodec: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	d, err := codec.New(m)
+	if err != nil {
+		m.Close()
+		return nil, nil, err
+	}
+	return d, func() { m.Close() }, nil
+}

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"fyne.io/fyne/v2"
+	fyneapp "fyne.io/fyne/v2/app"
+
+	"talkbox/app/audio"
+	"talkbox/app/hub"
+	"talkbox/assets"
+	"talkbox/ui"
+)
+
+// Hidden switches for smoke tests and screenshots (not user features).
+const (
+	// envFakeEngine=1 replaces the model with ui.FakeEngine (a hum at a set
+	// real-time factor); envFakeRTF sets that factor (default 0.4).
+	envFakeEngine = "TALKBOX_FAKE_ENGINE"
+	envFakeRTF    = "TALKBOX_FAKE_RTF"
+	// envQuitAfter (a Go duration) quits the app after that long, so a
+	// headless run can never hang.
+	envQuitAfter = "TALKBOX_QUIT_AFTER"
+	// envModel names one model folder (or store name) to load instead of the
+	// store's list.
+	envModel = "TALKBOX_MODEL"
+)
+
+// appID matches FyneApp.toml, so preferences land in one place.
+const appID = "io.github.talkbox"
+
+// openRealEngine loads a checkpoint through the engine package; set by
+// window_engine.go once engine.Open exists.
+var openRealEngine func(dir string) (ui.Engine, error)
+
+func init() { windowMain = runWindow }
+
+func runWindow() error {
+	a := fyneapp.NewWithID(appID)
+	a.SetIcon(fyne.NewStaticResource("talkbox.png", assets.IconPNG()))
+	w := a.NewWindow("Talkbox")
+
+	player, err := audio.Open(audio.Options{})
+	if err != nil {
+		return fmt.Errorf("audio output: %w", err)
+	}
+	if player.NoDevice() {
+		slog.Warn("no audio output device; audio will be discarded", "reason", player.FallbackReason())
+	}
+
+	cfg := ui.Config{Player: player}
+	var u *ui.UI
+	if os.Getenv(envFakeEngine) == "1" {
+		rtf := 0.4
+		if v, err := strconv.ParseFloat(os.Getenv(envFakeRTF), 64); err == nil && v > 0 {
+			rtf = v
+		}
+		cfg.Models = []ui.Model{{Name: "Fake engine (testing only)", Dir: "fake"}}
+		cfg.Open = func(string) (ui.Engine, error) {
+			return &ui.FakeEngine{RTF: rtf, Prefill: 30 * time.Millisecond, Instruct: true}, nil
+		}
+	} else {
+		cfg.Open = func(dir string) (ui.Engine, error) {
+			if openRealEngine == nil {
+				return nil, errors.New("this build has no inference engine yet")
+			}
+			return openRealEngine(dir)
+		}
+		store, models, err := installedModels()
+		if err != nil {
+			slog.Warn("listing models", "err", err)
+		}
+		cfg.Models = models
+		if store != nil {
+			cfg.Welcome = ui.NewFirstRunPanel(store, func(dir string) {
+				u.AddModel(ui.Model{Name: filepath.Base(dir), Dir: dir})
+			})
+		}
+	}
+	u = ui.New(cfg)
+	w.SetContent(u.Content())
+	u.Bind(w)
+	w.Resize(fyne.NewSize(1040, 700))
+	w.SetOnClosed(u.Close)
+
+	if d, err := time.ParseDuration(os.Getenv(envQuitAfter)); err == nil && d > 0 {
+		go func() {
+			time.Sleep(d)
+			fyne.Do(a.Quit)
+		}()
+	}
+	u.Start()
+	w.ShowAndRun()
+	u.Close()
+	return player.Close()
+}
+
+// installedModels lists the complete models of the store (or the one named
+// by TALKBOX_MODEL), for the model picker.
+func installedModels() (*hub.Store, []ui.Model, error) {
+	store, err := hub.DefaultStore()
+	if err != nil {
+		return nil, nil, err
+	}
+	if name := os.Getenv(envModel); name != "" {
+		dir, err := store.Resolve(name)
+		if err != nil {
+			return store, nil, fmt.Errorf("%s=%s: %w", envModel, name, err)
+		}
+		return store, []ui.Model{{Name: filepath.Base(dir), Dir: dir}}, nil
+	}
+	list, err := store.List()
+	if err != nil {
+		return store, nil, err
+	}
+	var models []ui.Model
+	for _, in := range list {
+		if !in.Complete {
+			continue
+		}
+		name := cmp.Or(in.Alias, in.Name)
+		if in.SizeName != "" || in.Type != "" {
+			name += fmt.Sprintf(" (%s %s)", in.SizeName, in.Type)
+		}
+		models = append(models, ui.Model{Name: name, Dir: in.Dir})
+	}
+	return store, models, nil
+}

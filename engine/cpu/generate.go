@@ -1,0 +1,155 @@
+package cpu
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"talkbox/engine/backend"
+	"talkbox/engine/sample"
+)
+
+// Generate runs the frame loop (lm spec section 5): prefill all prompt rows in
+// one batched pass, then per frame pick group 0 from the talker logits, run
+// the code predictor for groups 1..15, send the frame, and feed the sum of the
+// 16 code embeddings plus the text row back into the talker.
+// Result.FrameTimes[s] is the wall time between sending frame s-1 and frame s
+// (for frame 0: from the end of the prefill), what a streaming consumer sees.
+func (lm *LM) Generate(ctx context.Context, p backend.Prompt, opt backend.GenerateOptions, out chan<- backend.Frame) (backend.Result, error) {
+	lm.mu.Lock()
+	defer lm.mu.Unlock()
+	var res backend.Result
+	if lm.talker == nil {
+		return res, errors.New("cpu: Generate on a closed LM")
+	}
+	if out == nil {
+		return res, errors.New("cpu: Generate needs an output channel")
+	}
+	if err := lm.validate(p, opt); err != nil {
+		return res, err
+	}
+	cancelled := func(err error) (backend.Result, error) {
+		res.Stop = backend.StopCancelled
+		return res, err
+	}
+	exact := opt.ExactFrames > 0
+	capFrames := opt.MaxFrames
+	if capFrames == 0 {
+		capFrames = lm.defaultCap
+	}
+	capFrames = min(capFrames, lm.maxPositions-len(p.Prefill))
+
+	N, H := len(p.Prefill), lm.hidden
+	res.PrefillRows = N
+	lm.steps.Talker, lm.steps.Predictor = lm.steps.Talker[:0], lm.steps.Predictor[:0]
+	lm.history.Reset()
+	lm.talkerCache.reset()
+
+	start := time.Now()
+	x := make([]float32, N*H)
+	for i, row := range p.Prefill {
+		copy(x[i*H:], row)
+	}
+	if err := lm.talker.forward(ctx, lm.k, x, N, lm.talkerCache, &lm.talkerWS); err != nil {
+		return cancelled(err)
+	}
+	h := make([]float32, H)
+	logits := make([]float32, lm.vocab)
+	lm.talkerHead(x[(N-1)*H:], h, logits)
+	res.Prefill = time.Since(start)
+
+	scratch := make([]float32, lm.vocab)
+	e := make([]float32, H)
+	last := time.Now()
+	for s := 0; ; s++ {
+		if !exact && s >= capFrames {
+			slog.Warn("cpu: frame cap reached before the talker said EOS", "frames", s, "cap", capFrames)
+			res.Stop = backend.StopCap
+			return res, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return cancelled(err)
+		}
+		if opt.OnLogits != nil {
+			opt.OnLogits(backend.LogitsEvent{Frame: s, Group: 0, Logits: append([]float32(nil), logits...), Hidden: append([]float32(nil), h...)})
+		}
+		var codes backend.Codes
+		teacher := s < len(opt.TeacherCodes)
+		if teacher {
+			codes[0] = opt.TeacherCodes[s][0]
+		} else {
+			g0, err := lm.pickGroup0(logits, scratch, s, opt, exact)
+			if err != nil {
+				return res, err
+			}
+			codes[0] = int32(g0)
+		}
+		if int(codes[0]) == lm.eos && !exact {
+			res.Stop = backend.StopEOS
+			return res, nil
+		}
+		lm.history.Add(codes[0])
+
+		t0 := time.Now()
+		if err := lm.predict(ctx, h, &codes, s, opt); err != nil {
+			return cancelled(err)
+		}
+		lm.steps.Predictor = append(lm.steps.Predictor, time.Since(t0))
+
+		select {
+		case out <- backend.Frame{Index: s, Codes: codes}:
+		case <-ctx.Done():
+			return cancelled(ctx.Err())
+		}
+		now := time.Now()
+		res.Frames++
+		res.FrameTimes = append(res.FrameTimes, now.Sub(last))
+		last = now
+		if exact && res.Frames == opt.ExactFrames {
+			res.Stop = backend.StopExact
+			return res, nil
+		}
+
+		t0 = time.Now()
+		lm.stepInput(e, &codes, s, p)
+		if err := lm.talker.forward(ctx, lm.k, e, 1, lm.talkerCache, &lm.talkerWS); err != nil {
+			return cancelled(err)
+		}
+		lm.talkerHead(e, h, logits)
+		lm.steps.Talker = append(lm.steps.Talker, time.Since(t0))
+	}
+}
+
+// talkerHead applies the final norm to the last layer's output x (width H),
+// keeping the normed vector in h (it also feeds the code predictor), and the
+// codec head to get the group-0 logits.
+func (lm *LM) talkerHead(x, h, logits []float32) {
+	rmsNorm(h, x[:lm.hidden], lm.talker.norm, lm.talker.eps)
+	lm.k.matVec(lm.codecHead, h, logits)
+}
+
+// pickGroup0 applies the official processors (repetition penalty over the set
+// of past group-0 codes, EOS mask, control-range suppression) to a copy of the
+// raw logits and samples. With ExactFrames EOS is masked at every step so
+// every emitted frame holds codes the codec can decode.
+func (lm *LM) pickGroup0(logits, scratch []float32, s int, opt backend.GenerateOptions, exact bool) (int, error) {
+	copy(scratch, logits)
+	sample.ApplyRepetitionPenalty(scratch, lm.history, opt.Talker.RepetitionPenalty)
+	lm.rules.Apply(scratch, s, exact)
+	return lm.sampler.Pick(scratch, opt.Talker, sample.Uniform(opt.Seed, s, 0))
+}
+
+// stepInput builds the next talker input: C(g0) + Σ_{g=1..15} E_g(code g) +
+// the text row (trailing[s], then tts_pad).
+func (lm *LM) stepInput(e []float32, codes *backend.Codes, s int, p backend.Prompt) {
+	copy(e, lm.codecEmb.row(int(codes[0])))
+	for g := 1; g < backend.NumGroups; g++ {
+		addInto(e, lm.cpEmb[g-1].row(int(codes[g])))
+	}
+	text := p.TTSPad
+	if s < len(p.Trailing) {
+		text = p.Trailing[s]
+	}
+	addInto(e, text)
+}

@@ -1,0 +1,184 @@
+// Package cpu is the reference CPU engine: the Qwen3-TTS talker, the code
+// predictor and the streaming frame loop in float32, with OpenBLAS for the
+// matrix products (pure Go with -tags noblas). It implements backend.LM and is
+// what the CUDA engine is checked against.
+package cpu
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+	"time"
+
+	"talkbox/engine/backend"
+	"talkbox/engine/model"
+	"talkbox/engine/sample"
+)
+
+// numPredicted is the number of code groups the code predictor produces (1..15).
+const numPredicted = backend.NumGroups - 1
+
+// Options configure the CPU engine.
+type Options struct {
+	Threads int // matrix-product threads; 0 = GOMAXPROCS
+	// pureGo forces the Go kernels (tests compare them with OpenBLAS).
+	pureGo bool
+}
+
+// LM is the CPU language model. Generate calls are serialised.
+type LM struct {
+	mu      sync.Mutex
+	k       kernels
+	threads int
+
+	hidden, vocab, cpVocab int
+	rules                  sample.TalkerRules
+	eos                    int
+	defaultCap             int // frames when neither MaxFrames nor ExactFrames is set
+	maxPositions           int
+
+	talker     *stack
+	codecEmb   *matrix // talker codec embedding C, [vocab, H]
+	codecHead  *matrix // [vocab, H]
+	cp         *stack
+	cpEmb      [numPredicted]*matrix // E_{g+1}, [cpVocab, H]
+	lmHead     [numPredicted]*matrix // [cpVocab, cpHidden]
+	cpProj     *matrix               // small_to_mtp_projection; nil = identity (0.6B)
+	cpProjBias []float32
+
+	talkerCache, cpCache *kvCache
+	talkerWS, cpWS       workspace
+	sampler              sample.Sampler
+	history              *sample.History
+	steps                StepTimes
+}
+
+// StepTimes are the timings of the last Generate call, for the bench verb.
+type StepTimes struct {
+	Talker    []time.Duration // each talker decode step (one position through the talker + codec head)
+	Predictor []time.Duration // each frame's code predictor pass (15 groups)
+}
+
+// New converts the LM weights of m to float32 (once) and returns the engine.
+// m stays owned by the caller; the LM keeps no reference to its mapping.
+func New(m *model.Model, opt Options) (*LM, error) {
+	if m == nil || m.Config == nil || m.LM == nil {
+		return nil, errors.New("cpu: no model loaded")
+	}
+	t := m.Config.Talker
+	if t.CodePredictor.VocabSize <= 0 || t.VocabSize <= t.CodecEosID || t.CodecEosID < 0 {
+		return nil, fmt.Errorf("cpu: %s: codec vocabulary %d does not hold EOS %d", m.Dir, t.VocabSize, t.CodecEosID)
+	}
+	threads := opt.Threads
+	if threads <= 0 {
+		threads = runtime.GOMAXPROCS(0)
+	}
+	lm := &LM{threads: threads, hidden: t.HiddenSize, vocab: t.VocabSize, cpVocab: t.CodePredictor.VocabSize,
+		eos: t.CodecEosID, maxPositions: t.MaxPositionEmbeddings}
+	if opt.pureGo {
+		lm.k = newGoKernels(threads)
+	} else {
+		lm.k = newDefaultKernels(threads)
+	}
+	// Official processors: suppress [vocab-1024, vocab) except EOS; min_new_tokens 2.
+	lm.rules = sample.TalkerRules{SuppressFrom: t.VocabSize - 1024, SuppressTo: t.VocabSize, EOS: t.CodecEosID, MinNewTokens: 2}
+	lm.defaultCap = m.Generation.MaxNewTokens - 1 // the last sampled token never gets a frame
+	if lm.defaultCap <= 0 {
+		lm.defaultCap = model.DefaultGenerationConfig().MaxNewTokens - 1
+	}
+	if lm.maxPositions <= 0 {
+		lm.maxPositions = 32768
+	}
+	if err := lm.loadWeights(m); err != nil {
+		return nil, err
+	}
+	lm.talkerCache = newKVCache(len(lm.talker.layers))
+	lm.cpCache = newKVCache(len(lm.cp.layers))
+	lm.history = sample.NewHistory(lm.vocab)
+	return lm, nil
+}
+
+// Device describes where the engine runs.
+func (lm *LM) Device() string {
+	return fmt.Sprintf("CPU (%d threads, %s)", lm.threads, lm.k.name())
+}
+
+// Close releases the weights.
+func (lm *LM) Close() error {
+	lm.mu.Lock()
+	defer lm.mu.Unlock()
+	lm.talker, lm.cp, lm.codecEmb, lm.codecHead, lm.cpProj = nil, nil, nil, nil, nil
+	lm.cpEmb, lm.lmHead = [numPredicted]*matrix{}, [numPredicted]*matrix{}
+	return nil
+}
+
+// LastStepTimes returns the step timings of the last Generate call.
+func (lm *LM) LastStepTimes() StepTimes {
+	lm.mu.Lock()
+	defer lm.mu.Unlock()
+	return StepTimes{Talker: append([]time.Duration(nil), lm.steps.Talker...), Predictor: append([]time.Duration(nil), lm.steps.Predictor...)}
+}
+
+// ErrBadPrompt is wrapped by prompt validation errors.
+var ErrBadPrompt = errors.New("cpu: bad prompt")
+
+// ErrBadOptions is wrapped by option validation errors.
+var ErrBadOptions = errors.New("cpu: bad generate options")
+
+func (lm *LM) validate(p backend.Prompt, opt backend.GenerateOptions) error {
+	if len(p.Prefill) == 0 {
+		return fmt.Errorf("%w: no prefill rows", ErrBadPrompt)
+	}
+	if len(p.Prefill) >= lm.maxPositions {
+		return fmt.Errorf("%w: %d prefill rows exceed the %d positions of the model", ErrBadPrompt, len(p.Prefill), lm.maxPositions)
+	}
+	check := func(what string, i int, row []float32) error {
+		if len(row) != lm.hidden {
+			return fmt.Errorf("%w: %s row %d has width %d, want %d", ErrBadPrompt, what, i, len(row), lm.hidden)
+		}
+		for j, v := range row {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return fmt.Errorf("%w: %s row %d has a non-finite value at %d", ErrBadPrompt, what, i, j)
+			}
+		}
+		return nil
+	}
+	for i, r := range p.Prefill {
+		if err := check("prefill", i, r); err != nil {
+			return err
+		}
+	}
+	for i, r := range p.Trailing {
+		if err := check("trailing", i, r); err != nil {
+			return err
+		}
+	}
+	if err := check("tts_pad", 0, p.TTSPad); err != nil {
+		return err
+	}
+	if err := opt.Talker.Validate(); err != nil {
+		return fmt.Errorf("%w: talker: %v", ErrBadOptions, err)
+	}
+	if err := opt.Predictor.Validate(); err != nil {
+		return fmt.Errorf("%w: code predictor: %v", ErrBadOptions, err)
+	}
+	if opt.MaxFrames < 0 || opt.ExactFrames < 0 {
+		return fmt.Errorf("%w: MaxFrames %d and ExactFrames %d must not be negative", ErrBadOptions, opt.MaxFrames, opt.ExactFrames)
+	}
+	if limit := lm.maxPositions - len(p.Prefill); opt.ExactFrames > limit {
+		return fmt.Errorf("%w: ExactFrames %d exceeds the %d positions left after the prefill", ErrBadOptions, opt.ExactFrames, limit)
+	}
+	for i, c := range opt.TeacherCodes {
+		if c[0] < 0 || int(c[0]) >= lm.vocab {
+			return fmt.Errorf("%w: teacher frame %d group 0 code %d outside [0,%d)", ErrBadOptions, i, c[0], lm.vocab)
+		}
+		for g := 1; g < backend.NumGroups; g++ {
+			if c[g] < 0 || int(c[g]) >= lm.cpVocab {
+				return fmt.Errorf("%w: teacher frame %d group %d code %d outside [0,%d)", ErrBadOptions, i, g, c[g], lm.cpVocab)
+			}
+		}
+	}
+	return nil
+}

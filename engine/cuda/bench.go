@@ -1,0 +1,71 @@
+package cuda
+
+/*
+#include "native_api.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"unsafe"
+
+	"talkbox/engine/backend"
+	"talkbox/engine/sample"
+)
+
+// BenchKind selects what Bench times.
+type BenchKind int
+
+const (
+	BenchTalkerStep    BenchKind = C.TB_BENCH_TALKER_STEP    // one talker step (28 layers, head, sampling)
+	BenchPredictorStep BenchKind = C.TB_BENCH_PREDICTOR_STEP // one code-predictor step (5 layers, head, sampling)
+	BenchFrame         BenchKind = C.TB_BENCH_FRAME          // 15 predictor steps + embedding + talker step
+	BenchPrefill       BenchKind = C.TB_BENCH_PREFILL        // the batched prefill of the prompt
+)
+
+// Bench prefills p with the given samplers, then times iters launches of one
+// kind with CUDA events and returns milliseconds per launch. Frames advance
+// the position; the other kinds repeat at the position after the prefill.
+func (lm *LM) Bench(p backend.Prompt, talker, predictor sample.Params, kind BenchKind, iters int) ([]float32, error) {
+	lm.mu.Lock()
+	defer lm.mu.Unlock()
+	if lm.e == nil {
+		return nil, errors.New("cuda: Bench on a closed LM")
+	}
+	if iters <= 0 {
+		return nil, fmt.Errorf("cuda: bench needs iters > 0, got %d", iters)
+	}
+	if err := lm.validate(p, backend.GenerateOptions{Talker: talker, Predictor: predictor}); err != nil {
+		return nil, err
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	ts, ps := cSampler(talker), cSampler(predictor)
+	if C.c_set_sampling(lm.e, &ts, &ps, 1, 1) != 0 {
+		return nil, lastError("sampling")
+	}
+	rows := flatten(p.Prefill, lm.hidden)
+	var trailPtr *C.float
+	trail := flatten(p.Trailing, lm.hidden)
+	if len(trail) > 0 {
+		trailPtr = (*C.float)(unsafe.Pointer(&trail[0]))
+	}
+	var g0 C.int32_t
+	if C.c_prefill(lm.e, (*C.float)(unsafe.Pointer(&rows[0])), C.int(len(p.Prefill)), trailPtr, C.int(len(p.Trailing)),
+		(*C.float)(unsafe.Pointer(&p.TTSPad[0])), &g0) != 0 {
+		return nil, lastError("prefill")
+	}
+	ms := make([]float32, iters)
+	if C.c_bench(lm.e, C.int(kind), C.int(iters), (*C.float)(unsafe.Pointer(&ms[0]))) != 0 {
+		return nil, lastError("bench")
+	}
+	return ms, nil
+}
+
+// SyntheticPrompt makes a deterministic prompt of finite rows for benchmarks
+// (random weights: it means nothing, it only has the right shape).
+func SyntheticPrompt(hidden, rows, trailing int, seed uint64) backend.Prompt {
+	return syntheticPrompt(hidden, rows, trailing, seed)
+}

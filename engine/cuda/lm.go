@@ -1,0 +1,408 @@
+package cuda
+
+/*
+#include "native_api.h"
+*/
+import "C"
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"runtime"
+	"sync"
+	"time"
+	"unsafe"
+
+	"talkbox/engine/backend"
+	"talkbox/engine/model"
+	"talkbox/engine/sample"
+)
+
+// Options configure the CUDA engine.
+type Options struct {
+	Device int // CUDA device index
+	// MaxPositions is the talker KV-cache length (prefill + frames); 0 means
+	// min(max_position_embeddings, 8192). 112 KiB of GPU memory per position.
+	MaxPositions int
+	// SkipWarmup leaves out the load-time warm-up (tests that time the first call).
+	SkipWarmup bool
+}
+
+// ErrBadPrompt and ErrBadOptions are wrapped by validation errors.
+var (
+	ErrBadPrompt  = errors.New("cuda: bad prompt")
+	ErrBadOptions = errors.New("cuda: bad generate options")
+)
+
+// LM is the CUDA language model. Generate calls are serialised; several LMs
+// may exist in one process (their GPU work shares one stream per device).
+type LM struct {
+	mu                   sync.Mutex
+	e                    *C.tb_engine
+	device               string
+	hidden, vocab, cpVoc int
+	eos                  int
+	maxPositions         int
+	defaultCap           int
+	grid, threads, smem  int
+	tokensPerPass        int
+}
+
+// New uploads m's language-model weights (bf16) to the GPU and warms up the
+// greedy and sampling paths. It fails with an error wrapping ErrUnavailable
+// when the library or a GPU is missing.
+func New(m *model.Model, opt Options) (backend.LM, error) {
+	return NewLM(m, opt)
+}
+
+// NewLM is New with the concrete type (benchmarks use its Bench method).
+func NewLM(m *model.Model, opt Options) (*LM, error) {
+	if err := Available(); err != nil {
+		return nil, err
+	}
+	if m == nil || m.Config == nil || m.LM == nil {
+		return nil, errors.New("cuda: no model loaded")
+	}
+	t := m.Config.Talker
+	if t.VocabSize <= t.CodecEosID || t.CodecEosID < 0 || t.VocabSize < 1024 {
+		return nil, fmt.Errorf("cuda: %s: codec vocabulary %d does not fit EOS %d and the control range", m.Dir, t.VocabSize, t.CodecEosID)
+	}
+	maxPos := opt.MaxPositions
+	if maxPos <= 0 {
+		maxPos = min(t.MaxPositionEmbeddings, 8192)
+		if maxPos <= 0 {
+			maxPos = 8192
+		}
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	name, _, _, _, err := deviceInfo(opt.Device)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	hw, err := buildWeights(m, maxPos)
+	if err != nil {
+		return nil, err
+	}
+	e := C.c_create(hw.w, C.int(opt.Device))
+	hw.free()
+	if e == nil {
+		return nil, fmt.Errorf("%s: %w", m.Dir, lastError("create engine"))
+	}
+	lm := &LM{e: e, device: name, hidden: t.HiddenSize, vocab: t.VocabSize, cpVoc: t.CodePredictor.VocabSize,
+		eos: t.CodecEosID, maxPositions: maxPos}
+	lm.defaultCap = m.Generation.MaxNewTokens - 1
+	if lm.defaultCap <= 0 {
+		lm.defaultCap = model.DefaultGenerationConfig().MaxNewTokens - 1
+	}
+	var g, th, sm, mm C.int
+	C.c_geometry(e, &g, &th, &sm, &mm)
+	lm.grid, lm.threads, lm.smem, lm.tokensPerPass = int(g), int(th), int(sm), int(mm)
+	if !opt.SkipWarmup {
+		if err := lm.warmup(); err != nil {
+			lm.Close()
+			return nil, fmt.Errorf("cuda: warm-up: %w", err)
+		}
+	}
+	return lm, nil
+}
+
+// Device names the GPU.
+func (lm *LM) Device() string { return lm.device }
+
+// Geometry reports the launch shape chosen from the device at load time.
+func (lm *LM) Geometry() (grid, threads, smemBytes, tokensPerPass int) {
+	return lm.grid, lm.threads, lm.smem, lm.tokensPerPass
+}
+
+// Close frees the GPU memory. The LM is unusable afterwards.
+func (lm *LM) Close() error {
+	lm.mu.Lock()
+	defer lm.mu.Unlock()
+	if lm.e != nil {
+		C.c_destroy(lm.e)
+		lm.e = nil
+	}
+	return nil
+}
+
+// warmup runs a short greedy and a short sampled utterance so the first real
+// request pays no module-load or first-launch costs.
+func (lm *LM) warmup() error {
+	p := syntheticPrompt(lm.hidden, 6, 2, 1)
+	out := make(chan backend.Frame, 8)
+	for _, o := range []backend.GenerateOptions{
+		{Talker: sample.Greedy(), Predictor: sample.Greedy(), ExactFrames: 2},
+		{Talker: sample.Params{DoSample: true, Temperature: 0.9, TopK: 50, TopP: 1, RepetitionPenalty: 1.05},
+			Predictor: sample.Params{DoSample: true, Temperature: 0.9, TopK: 50, TopP: 1, RepetitionPenalty: 1}, ExactFrames: 2, Seed: 1},
+	} {
+		if _, err := lm.Generate(context.Background(), p, o, out); err != nil {
+			return err
+		}
+		for len(out) > 0 {
+			<-out
+		}
+	}
+	return nil
+}
+
+// syntheticPrompt makes deterministic finite rows (warm-up and benchmarks only).
+func syntheticPrompt(h, rows, trailing int, seed uint64) backend.Prompt {
+	s := seed*0x9E3779B97F4A7C15 + 1
+	row := func() []float32 {
+		r := make([]float32, h)
+		for i := range r {
+			s ^= s << 13
+			s ^= s >> 7
+			s ^= s << 17
+			r[i] = float32(int64(s>>40)-(1<<23)) / float32(1<<23)
+		}
+		return r
+	}
+	p := backend.Prompt{TTSPad: row()}
+	for i := 0; i < rows; i++ {
+		p.Prefill = append(p.Prefill, row())
+	}
+	for i := 0; i < trailing; i++ {
+		p.Trailing = append(p.Trailing, row())
+	}
+	return p
+}
+
+func (lm *LM) validate(p backend.Prompt, opt backend.GenerateOptions) error {
+	if len(p.Prefill) == 0 {
+		return fmt.Errorf("%w: no prefill rows", ErrBadPrompt)
+	}
+	if len(p.Prefill) >= lm.maxPositions {
+		return fmt.Errorf("%w: %d prefill rows exceed the %d positions of the KV cache", ErrBadPrompt, len(p.Prefill), lm.maxPositions)
+	}
+	check := func(what string, i int, row []float32) error {
+		if len(row) != lm.hidden {
+			return fmt.Errorf("%w: %s row %d has width %d, want %d", ErrBadPrompt, what, i, len(row), lm.hidden)
+		}
+		for j, v := range row {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return fmt.Errorf("%w: %s row %d has a non-finite value at %d", ErrBadPrompt, what, i, j)
+			}
+		}
+		return nil
+	}
+	for i, r := range p.Prefill {
+		if err := check("prefill", i, r); err != nil {
+			return err
+		}
+	}
+	for i, r := range p.Trailing {
+		if err := check("trailing", i, r); err != nil {
+			return err
+		}
+	}
+	if err := check("tts_pad", 0, p.TTSPad); err != nil {
+		return err
+	}
+	if err := opt.Talker.Validate(); err != nil {
+		return fmt.Errorf("%w: talker: %v", ErrBadOptions, err)
+	}
+	if err := opt.Predictor.Validate(); err != nil {
+		return fmt.Errorf("%w: code predictor: %v", ErrBadOptions, err)
+	}
+	if opt.MaxFrames < 0 || opt.ExactFrames < 0 {
+		return fmt.Errorf("%w: MaxFrames %d and ExactFrames %d must not be negative", ErrBadOptions, opt.MaxFrames, opt.ExactFrames)
+	}
+	if limit := lm.maxPositions - len(p.Prefill) - 1; opt.ExactFrames > limit {
+		return fmt.Errorf("%w: ExactFrames %d exceeds the %d positions left after the prefill", ErrBadOptions, opt.ExactFrames, limit)
+	}
+	for i, c := range opt.TeacherCodes {
+		if c[0] < 0 || int(c[0]) >= lm.vocab {
+			return fmt.Errorf("%w: teacher frame %d group 0 code %d outside [0,%d)", ErrBadOptions, i, c[0], lm.vocab)
+		}
+		for g := 1; g < backend.NumGroups; g++ {
+			if c[g] < 0 || int(c[g]) >= lm.cpVoc {
+				return fmt.Errorf("%w: teacher frame %d group %d code %d outside [0,%d)", ErrBadOptions, i, g, c[g], lm.cpVoc)
+			}
+		}
+	}
+	return nil
+}
+
+func cSampler(p sample.Params) C.tb_sampler {
+	pen := p.RepetitionPenalty
+	if pen == 0 {
+		pen = 1
+	}
+	return C.tb_sampler{do_sample: C.int(boolInt(p.DoSample)), temperature: C.float(p.Temperature), top_k: C.int(p.TopK),
+		top_p: C.float(p.TopP), repetition_penalty: C.float(pen)}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func flatten(rows [][]float32, h int) []float32 {
+	out := make([]float32, 0, len(rows)*h)
+	for _, r := range rows {
+		out = append(out, r...)
+	}
+	return out
+}
+
+// Generate runs the frame loop with the same semantics as the CPU engine.
+// Each frame is one device launch (15 predictor steps, the next input
+// embedding and the talker step) with no host synchronisation inside; the
+// host learns its 16 codes from one small copy. Without OnLogits the next
+// frame is queued before the current one is read, so the GPU never waits for
+// the host.
+func (lm *LM) Generate(ctx context.Context, p backend.Prompt, opt backend.GenerateOptions, out chan<- backend.Frame) (backend.Result, error) {
+	lm.mu.Lock()
+	defer lm.mu.Unlock()
+	var res backend.Result
+	if lm.e == nil {
+		return res, errors.New("cuda: Generate on a closed LM")
+	}
+	if out == nil {
+		return res, errors.New("cuda: Generate needs an output channel")
+	}
+	if err := lm.validate(p, opt); err != nil {
+		return res, err
+	}
+	// CUDA's per-thread state and the library's error strings are per OS thread.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	exact := opt.ExactFrames > 0
+	capFrames := opt.MaxFrames
+	if capFrames == 0 {
+		capFrames = lm.defaultCap
+	}
+	capFrames = min(capFrames, lm.maxPositions-len(p.Prefill)-1)
+	limit := capFrames
+	if exact {
+		limit = opt.ExactFrames
+	}
+	ts, ps := cSampler(opt.Talker), cSampler(opt.Predictor)
+	if C.c_set_sampling(lm.e, &ts, &ps, C.uint64_t(opt.Seed), C.int(boolInt(exact))) != 0 {
+		return res, fmt.Errorf("%w: %v", ErrBadOptions, lastError("sampling"))
+	}
+	res.PrefillRows = len(p.Prefill)
+	start := time.Now()
+	rows := flatten(p.Prefill, lm.hidden)
+	var trail []float32
+	var trailPtr *C.float
+	if len(p.Trailing) > 0 {
+		trail = flatten(p.Trailing, lm.hidden)
+		trailPtr = (*C.float)(unsafe.Pointer(&trail[0]))
+	}
+	var g0 C.int32_t
+	if C.c_prefill(lm.e, (*C.float)(unsafe.Pointer(&rows[0])), C.int(len(p.Prefill)), trailPtr, C.int(len(p.Trailing)),
+		(*C.float)(unsafe.Pointer(&p.TTSPad[0])), &g0) != 0 {
+		return res, lastError("prefill")
+	}
+	res.Prefill = time.Since(start)
+
+	depth := 2
+	var talkerLogits, hidden, cpLogits []float32
+	if opt.OnLogits != nil {
+		depth = 1 // the logits buffers hold one frame
+		talkerLogits = make([]float32, lm.vocab)
+		hidden = make([]float32, lm.hidden)
+		cpLogits = make([]float32, (backend.NumGroups-1)*lm.cpVoc)
+		if err := lm.readLogits(talkerLogits, hidden, nil); err != nil {
+			return res, err
+		}
+	}
+	cancelled := func(err error) (backend.Result, error) {
+		res.Stop = backend.StopCancelled
+		return res, err
+	}
+	submitted := 0
+	submit := func(s int) error {
+		var tp *C.int32_t
+		var tc [backend.NumGroups]C.int32_t
+		if s < len(opt.TeacherCodes) {
+			for g := range tc {
+				tc[g] = C.int32_t(opt.TeacherCodes[s][g])
+			}
+			tp = &tc[0]
+		}
+		if C.c_frame_submit(lm.e, tp) != 0 {
+			return lastError(fmt.Sprintf("submit frame %d", s))
+		}
+		return nil
+	}
+	last := time.Now()
+	for s := 0; ; s++ {
+		if !exact && s >= capFrames {
+			slog.Warn("cuda: frame cap reached before the talker said EOS", "frames", s, "cap", capFrames)
+			res.Stop = backend.StopCap
+			return res, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return cancelled(err)
+		}
+		if opt.OnLogits != nil {
+			opt.OnLogits(backend.LogitsEvent{Frame: s, Group: 0, Logits: append([]float32(nil), talkerLogits...), Hidden: append([]float32(nil), hidden...)})
+		}
+		c0 := int(g0)
+		if s < len(opt.TeacherCodes) {
+			c0 = int(opt.TeacherCodes[s][0])
+		}
+		if c0 == lm.eos && !exact {
+			res.Stop = backend.StopEOS
+			return res, nil
+		}
+		for submitted <= s+depth-1 && submitted < limit {
+			if err := submit(submitted); err != nil {
+				return res, err
+			}
+			submitted++
+		}
+		var codes [backend.NumGroups]C.int32_t
+		if C.c_frame_wait(lm.e, &codes[0], &g0) != 0 {
+			return res, lastError(fmt.Sprintf("frame %d", s))
+		}
+		var fr backend.Frame
+		fr.Index = s
+		for g := range codes {
+			fr.Codes[g] = int32(codes[g])
+		}
+		if opt.OnLogits != nil {
+			if err := lm.readLogits(talkerLogits, hidden, cpLogits); err != nil {
+				return res, err
+			}
+			for g := 1; g < backend.NumGroups; g++ {
+				opt.OnLogits(backend.LogitsEvent{Frame: s, Group: g, Logits: append([]float32(nil), cpLogits[(g-1)*lm.cpVoc:g*lm.cpVoc]...)})
+			}
+		}
+		select {
+		case out <- fr:
+		case <-ctx.Done():
+			return cancelled(ctx.Err())
+		}
+		now := time.Now()
+		res.Frames++
+		res.FrameTimes = append(res.FrameTimes, now.Sub(last))
+		last = now
+		if exact && res.Frames == opt.ExactFrames {
+			res.Stop = backend.StopExact
+			return res, nil
+		}
+	}
+}
+
+func (lm *LM) readLogits(talker, hidden, cp []float32) error {
+	ptr := func(v []float32) *C.float {
+		if len(v) == 0 {
+			return nil
+		}
+		return (*C.float)(unsafe.Pointer(&v[0]))
+	}
+	if C.c_read_logits(lm.e, ptr(talker), ptr(hidden), ptr(cp)) != 0 {
+		return lastError("read logits")
+	}
+	return nil
+}

@@ -1,0 +1,164 @@
+package cuda
+
+/*
+#include <stdlib.h>
+#include "native_api.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"runtime"
+	"unsafe"
+
+	"talkbox/engine/model"
+	"talkbox/engine/safetensors"
+)
+
+// hostWeights is the tb_weights description handed to tb_create: C memory for
+// the structs and pointer tables, bf16 data either in the checkpoint mapping
+// or (for non-bf16 files) in pinned Go slices. free releases all of it.
+type hostWeights struct {
+	w     *C.tb_weights
+	cmem  []unsafe.Pointer
+	pin   runtime.Pinner
+	keep  [][]uint16
+	model *model.Model
+}
+
+func (h *hostWeights) calloc(n, size int) unsafe.Pointer {
+	p := C.calloc(C.size_t(n), C.size_t(size))
+	h.cmem = append(h.cmem, p)
+	return p
+}
+
+func (h *hostWeights) free() {
+	h.pin.Unpin()
+	for _, p := range h.cmem {
+		C.free(p)
+	}
+	h.cmem, h.keep = nil, nil
+}
+
+// tensor returns a pointer to the bf16 data of a checkpoint tensor.
+func (h *hostWeights) tensor(name string) (*C.uint16_t, error) {
+	f := h.model.LM
+	info, raw, err := f.Raw(name)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: %s: %w", f.Path, err)
+	}
+	var data []uint16
+	if info.DType == safetensors.BF16 {
+		data, err = f.BF16(name)
+	} else {
+		var v []float32
+		v, err = f.F32(name)
+		if err == nil {
+			data = make([]uint16, len(v))
+			for i, x := range v {
+				data[i] = safetensors.F32ToBF16(x)
+			}
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cuda: %s: %w", f.Path, err)
+	}
+	if len(data) == 0 || len(raw) == 0 {
+		return nil, fmt.Errorf("cuda: %s: tensor %s is empty", f.Path, name)
+	}
+	h.keep = append(h.keep, data)
+	h.pin.Pin(&data[0]) // a no-op for the file mapping, required for converted copies
+	return (*C.uint16_t)(unsafe.Pointer(&data[0])), nil
+}
+
+func stackDims(hidden, inter, layers, heads, kv, headDim, vocab int, eps, theta float64) C.tb_stack_dims {
+	return C.tb_stack_dims{hidden: C.int(hidden), intermediate: C.int(inter), layers: C.int(layers), heads: C.int(heads),
+		kv_heads: C.int(kv), head_dim: C.int(headDim), vocab: C.int(vocab), rms_eps: C.float(eps), rope_theta: C.float(theta)}
+}
+
+func (h *hostWeights) layers(prefix string, n int) (*C.tb_layer, error) {
+	arr := (*C.tb_layer)(h.calloc(n, int(unsafe.Sizeof(C.tb_layer{}))))
+	ls := unsafe.Slice(arr, n)
+	for l := 0; l < n; l++ {
+		p := fmt.Sprintf("%s%d.", prefix, l)
+		dst := &ls[l]
+		for _, f := range []struct {
+			name string
+			ptr  **C.uint16_t
+		}{
+			{"input_layernorm.weight", &dst.input_norm}, {"post_attention_layernorm.weight", &dst.post_norm},
+			{"self_attn.q_proj.weight", &dst.q}, {"self_attn.k_proj.weight", &dst.k}, {"self_attn.v_proj.weight", &dst.v},
+			{"self_attn.o_proj.weight", &dst.o}, {"self_attn.q_norm.weight", &dst.q_norm}, {"self_attn.k_norm.weight", &dst.k_norm},
+			{"mlp.gate_proj.weight", &dst.gate}, {"mlp.up_proj.weight", &dst.up}, {"mlp.down_proj.weight", &dst.down},
+		} {
+			ptr, err := h.tensor(p + f.name)
+			if err != nil {
+				return nil, err
+			}
+			*f.ptr = ptr
+		}
+	}
+	return arr, nil
+}
+
+// buildWeights describes m's LM tensors for tb_create. The caller must call
+// free once the engine exists (the library copies everything to the GPU).
+func buildWeights(m *model.Model, maxPositions int) (*hostWeights, error) {
+	t := m.Config.Talker
+	cp := t.CodePredictor
+	h := &hostWeights{model: m}
+	h.w = (*C.tb_weights)(h.calloc(1, int(unsafe.Sizeof(C.tb_weights{}))))
+	w := h.w
+	w.talker = stackDims(t.HiddenSize, t.IntermediateSize, t.NumHiddenLayers, t.NumAttentionHeads, t.NumKeyValueHeads,
+		t.HeadDim, t.VocabSize, t.RMSNormEps, t.RopeTheta)
+	w.predictor = stackDims(cp.HiddenSize, cp.IntermediateSize, cp.NumHiddenLayers, cp.NumAttentionHeads, cp.NumKeyValueHeads,
+		cp.HeadDim, cp.VocabSize, cp.RMSNormEps, cp.RopeTheta)
+	w.num_groups = C.int(t.NumCodeGroups)
+	w.max_positions = C.int(maxPositions)
+	w.codec_eos = C.int(t.CodecEosID)
+	w.suppress_from = C.int(t.VocabSize - 1024)
+	w.min_new_tokens = 2
+	var err error
+	fail := func(e error) (*hostWeights, error) { h.free(); return nil, e }
+	if w.talker_layers, err = h.layers("talker.model.layers.", t.NumHiddenLayers); err != nil {
+		return fail(err)
+	}
+	if w.predictor_layers, err = h.layers("talker.code_predictor.model.layers.", cp.NumHiddenLayers); err != nil {
+		return fail(err)
+	}
+	for _, f := range []struct {
+		name string
+		ptr  **C.uint16_t
+	}{
+		{"talker.model.norm.weight", &w.talker_norm}, {"talker.codec_head.weight", &w.codec_head},
+		{"talker.model.codec_embedding.weight", &w.codec_embedding}, {"talker.code_predictor.model.norm.weight", &w.predictor_norm},
+	} {
+		if *f.ptr, err = h.tensor(f.name); err != nil {
+			return fail(err)
+		}
+	}
+	n := t.NumCodeGroups - 1
+	ptrSize := int(unsafe.Sizeof((*C.uint16_t)(nil)))
+	heads := (**C.uint16_t)(h.calloc(n, ptrSize))
+	embs := (**C.uint16_t)(h.calloc(n, ptrSize))
+	hs, es := unsafe.Slice(heads, n), unsafe.Slice(embs, n)
+	for g := 0; g < n; g++ {
+		if hs[g], err = h.tensor(fmt.Sprintf("talker.code_predictor.lm_head.%d.weight", g)); err != nil {
+			return fail(err)
+		}
+		if es[g], err = h.tensor(fmt.Sprintf("talker.code_predictor.model.codec_embedding.%d.weight", g)); err != nil {
+			return fail(err)
+		}
+	}
+	w.predictor_heads = heads
+	w.predictor_embeddings = embs
+	if cp.HiddenSize != t.HiddenSize {
+		if w.mtp_proj_weight, err = h.tensor("talker.code_predictor.small_to_mtp_projection.weight"); err != nil {
+			return fail(err)
+		}
+		if w.mtp_proj_bias, err = h.tensor("talker.code_predictor.small_to_mtp_projection.bias"); err != nil {
+			return fail(err)
+		}
+	}
+	return h, nil
+}

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Builds native/build/libtalkbox_native.so with the user's nvcc for every
+# target among sm_80, sm_86, sm_89, sm_90 and sm_120 that the toolkit knows
+# (asked with `nvcc --list-gpu-arch`), plus PTX of the newest for later GPUs.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+NVCC="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
+if [ ! -x "$NVCC" ]; then
+  echo "native: nvcc not found (set NVCC or put the CUDA toolkit on PATH)" >&2
+  exit 1
+fi
+known="$("$NVCC" --list-gpu-arch 2>/dev/null || true)"
+gencode=()
+last=""
+for sm in ${TB_ARCHS:-80 86 89 90 120}; do
+  if grep -qx "compute_${sm}" <<<"$known"; then
+    gencode+=("-gencode=arch=compute_${sm},code=sm_${sm}")
+    last=$sm
+  fi
+done
+if [ -z "$last" ]; then
+  echo "native: $NVCC supports none of sm_80/86/89/90/120" >&2
+  exit 1
+fi
+gencode+=("-gencode=arch=compute_${last},code=compute_${last}")
+mkdir -p "$here/build"
+echo "native: $("$NVCC" --version | tail -1); targets: ${gencode[*]}"
+"$NVCC" -O3 -std=c++17 --threads 0 -shared -Xcompiler -fPIC -Xptxas -v "${gencode[@]}" \
+  -o "$here/build/libtalkbox_native.so" "$here/src/engine.cu" -lcudart_static -ldl -lrt -lpthread \
+  2> "$here/build/ptxas.log" || { cat "$here/build/ptxas.log" >&2; exit 1; }
+grep -E "registers|spill" "$here/build/ptxas.log" | grep -i decode -A1 | head -20 || true
+grep -E "bytes stack frame|spill" "$here/build/ptxas.log" | sort | uniq -c | head -10 || true
+echo "native: built $here/build/libtalkbox_native.so"

@@ -1,0 +1,132 @@
+/*
+ * talkbox_native.h: the C ABI of Talkbox's CUDA language-model engine.
+ *
+ * Opaque handles and plain C types only, so the Go backend can dlopen the
+ * library (no link-time dependency on CUDA). Every function that can fail
+ * returns 0 on success and -1 on failure; tb_last_error() then describes the
+ * failure (thread-local, valid until the next call on the same thread).
+ *
+ * Weights are bf16 (uint16_t bit patterns), row-major [out][in] as stored in
+ * the checkpoint. They are copied to the device by tb_create; the host
+ * buffers may be released afterwards.
+ *
+ * Sampling semantics are those of the Go package talkbox/engine/sample:
+ *   u(seed, frame, group) = (mix(mix(seed) ^ (frame<<8 | group)) >> 11) * 2^-53,
+ *   mix = splitmix64 finaliser; processed logits (penalty in float32, EOS
+ *   mask, suppression), scaled = logit / (float)temperature, top-k keeps
+ *   values >= the k-th largest, top-p drops the low tail whose ascending
+ *   cumulative probability is <= 1 - top_p, then softmax in double over the
+ *   kept ids in ascending id order and an inverse-CDF draw with u.
+ *   Greedy: first index of the largest finite logit.
+ */
+#ifndef TALKBOX_NATIVE_H
+#define TALKBOX_NATIVE_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TB_ABI_VERSION 1
+
+typedef struct tb_engine tb_engine;
+
+/* Sizes of one transformer stack (talker or code predictor). head_dim must be 128. */
+typedef struct {
+    int hidden, intermediate, layers, heads, kv_heads, head_dim, vocab;
+    float rms_eps, rope_theta;
+} tb_stack_dims;
+
+/* One decoder layer's tensors (host pointers to bf16). */
+typedef struct {
+    const uint16_t *input_norm, *post_norm;      /* [hidden] */
+    const uint16_t *q, *k, *v, *o;               /* [heads*128][hidden], [kv*128][hidden] x2, [hidden][heads*128] */
+    const uint16_t *q_norm, *k_norm;             /* [128] */
+    const uint16_t *gate, *up, *down;            /* [inter][hidden] x2, [hidden][inter] */
+} tb_layer;
+
+typedef struct {
+    tb_stack_dims talker, predictor;
+    int num_groups;            /* codes per frame (16) */
+    int max_positions;         /* talker KV-cache length */
+    int codec_eos;             /* 2150 */
+    int suppress_from;         /* first suppressed group-0 id (vocab - 1024) */
+    int min_new_tokens;        /* EOS masked while fewer group-0 tokens were generated (2) */
+    const tb_layer *talker_layers;      /* [talker.layers] */
+    const tb_layer *predictor_layers;   /* [predictor.layers] */
+    const uint16_t *talker_norm;        /* [H] */
+    const uint16_t *codec_head;         /* [vocab][H] */
+    const uint16_t *codec_embedding;    /* [vocab][H] */
+    const uint16_t *predictor_norm;     /* [Hp] */
+    const uint16_t *const *predictor_heads;      /* [groups-1] x [pvocab][Hp] */
+    const uint16_t *const *predictor_embeddings; /* [groups-1] x [pvocab][H] */
+    const uint16_t *mtp_proj_weight;    /* [Hp][H] or NULL when H == Hp */
+    const uint16_t *mtp_proj_bias;      /* [Hp] or NULL */
+} tb_weights;
+
+typedef struct {
+    int do_sample;             /* 0: greedy */
+    float temperature;
+    int top_k;                 /* 0: off */
+    float top_p;               /* 1: off */
+    float repetition_penalty;  /* 1: off (talker only) */
+} tb_sampler;
+
+/* What tb_bench times. */
+enum { TB_BENCH_TALKER_STEP = 0, TB_BENCH_PREDICTOR_STEP = 1, TB_BENCH_FRAME = 2, TB_BENCH_PREFILL = 3 };
+
+int tb_abi_version(void);
+const char *tb_last_error(void);
+/* Number of CUDA devices (0 when there is no driver or no GPU; never fails). */
+int tb_device_count(void);
+/* Name, SM count and compute capability of a device. */
+int tb_device_info(int device, char *name, int name_cap, int *sm_count, int *cc_major, int *cc_minor);
+
+tb_engine *tb_create(const tb_weights *w, int device);
+void tb_destroy(tb_engine *e);
+/* Launch geometry chosen at create time (for logs). */
+int tb_geometry(tb_engine *e, int *grid, int *threads, int *smem_bytes, int *max_tokens_per_pass);
+
+/* Start a new utterance: forget positions, history and pending frames. */
+int tb_reset(tb_engine *e);
+/* Sampling for the next utterance. mask_eos != 0 keeps EOS at -inf (exact frame counts). */
+int tb_set_sampling(tb_engine *e, const tb_sampler *talker, const tb_sampler *predictor, uint64_t seed, int mask_eos);
+
+/*
+ * Batched prefill of n rows (n x H floats) plus the per-step text rows
+ * (n_trailing x H) and tts_pad (H). Runs the talker over all rows, samples
+ * group 0 of frame 0 and returns it in *g0 (one host sync).
+ */
+int tb_prefill(tb_engine *e, const float *rows, int n, const float *trailing, int n_trailing,
+               const float *tts_pad, int32_t *g0);
+
+/*
+ * Enqueue one frame: the code predictor (15 steps with sampling) for the
+ * current group-0 code, the next talker input embedding and the talker step
+ * that samples the next group-0 code. No host synchronisation. teacher (16
+ * codes or NULL) replaces the codes fed back. Up to 4 frames may be pending.
+ */
+int tb_frame_submit(tb_engine *e, const int32_t *teacher);
+/*
+ * Wait for the oldest pending frame: codes[16] receives its codes (group 0 is
+ * the one sampled before it), *next_g0 the group-0 code the talker sampled
+ * for the following frame.
+ */
+int tb_frame_wait(tb_engine *e, int32_t *codes, int32_t *next_g0);
+
+/*
+ * Raw logits of the last completed work (prefill or the last waited frame,
+ * valid only when no other frame is pending): talker [vocab], hidden [H]
+ * (final-normed state that produced them), predictor [(groups-1) x pvocab]
+ * (frames only). Any pointer may be NULL.
+ */
+int tb_read_logits(tb_engine *e, float *talker, float *hidden, float *predictor);
+
+/* Time `iters` launches of one kind with CUDA events (after a prefill); ms[i] per launch. */
+int tb_bench(tb_engine *e, int what, int iters, float *ms);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

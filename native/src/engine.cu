@@ -1,0 +1,593 @@
+// Host side of the CUDA engine: weight upload, buffers, launch geometry,
+// cooperative launches and the C ABI of talkbox_native.h.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "../include/talkbox_native.h"
+#include "kernel.cuh"
+
+using namespace tb;
+
+namespace {
+
+thread_local std::string g_err;
+
+int fail(const char* fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  g_err = buf;
+  return -1;
+}
+
+#define CK(call)                                                                         \
+  do {                                                                                   \
+    cudaError_t e_ = (call);                                                             \
+    if (e_ != cudaSuccess) return fail("%s: %s (%s:%d)", #call, cudaGetErrorString(e_), __FILE__, __LINE__); \
+  } while (0)
+
+// One stream per device for every engine of the process: GPU work of all
+// engines is serialised, so two persistent barrier kernels never run at once.
+std::mutex g_stream_mu;
+cudaStream_t g_streams[64];
+
+int device_stream(int dev, cudaStream_t* out) {
+  std::lock_guard<std::mutex> lk(g_stream_mu);
+  if (dev < 0 || dev >= 64) return fail("device %d out of range", dev);
+  if (!g_streams[dev]) CK(cudaStreamCreateWithFlags(&g_streams[dev], cudaStreamNonBlocking));
+  *out = g_streams[dev];
+  return 0;
+}
+
+constexpr int SLOTS = 4;
+constexpr int OUTW = 18;
+
+}  // namespace
+
+struct tb_engine {
+  int dev = 0;
+  cudaStream_t stream = nullptr;
+  Params P{};
+  std::vector<void*> allocs;
+  int grid = 0, smem = 0, mmax = 0, sms = 0;
+  int maxpos = 0;
+  int Htk = 0, Hcp = 0;
+  // pending frames
+  cudaEvent_t ev[SLOTS]{};
+  int32_t* h_out = nullptr;  // pinned [SLOTS][OUTW]
+  int32_t* d_out = nullptr;  // [SLOTS+1][OUTW] (last slot: prefill)
+  int head = 0, pending = 0;
+  int frame = 0;     // next frame to submit
+  int npre = 0;      // prefill length
+  bool primed = false;
+  // prompt buffers
+  float* d_rows = nullptr;
+  size_t rows_cap = 0;
+  float* d_trail = nullptr;
+  size_t trail_cap = 0;
+  float* d_pad = nullptr;
+  size_t hist_words = 0;
+  int prefill_rows = 0;
+
+  ~tb_engine() {
+    cudaSetDevice(dev);
+    if (stream) cudaStreamSynchronize(stream);
+    for (auto& e : ev)
+      if (e) cudaEventDestroy(e);
+    if (h_out) cudaFreeHost(h_out);
+    for (void* p : allocs) cudaFree(p);
+  }
+
+  template <class T>
+  int alloc(T** p, size_t count) {
+    void* v = nullptr;
+    CK(cudaMalloc(&v, std::max<size_t>(count * sizeof(T), 16)));
+    allocs.push_back(v);
+    *p = static_cast<T*>(v);
+    return 0;
+  }
+};
+
+namespace {
+
+int upload(tb_engine* e, uint16_t** dst, const uint16_t* src, size_t n, const char* what) {
+  if (!src) return fail("weights: %s is missing", what);
+  if (e->alloc(dst, n)) return -1;
+  CK(cudaMemcpy(*dst, src, n * 2, cudaMemcpyHostToDevice));
+  return 0;
+}
+
+int check_dims(const tb_stack_dims& d, const char* name) {
+  if (d.hidden <= 0 || d.intermediate <= 0 || d.layers <= 0 || d.heads <= 0 || d.kv_heads <= 0 || d.vocab <= 0)
+    return fail("%s: sizes must be positive", name);
+  if (d.head_dim != HD) return fail("%s: head_dim %d; this engine needs %d", name, d.head_dim, HD);
+  if (d.heads % d.kv_heads) return fail("%s: heads %d not a multiple of kv heads %d", name, d.heads, d.kv_heads);
+  if (d.hidden % 8 || d.intermediate % 8) return fail("%s: hidden and intermediate must be multiples of 8", name);
+  if (d.hidden > 8192 || d.intermediate > 16384 || d.vocab > 8192) return fail("%s: sizes too large", name);
+  return 0;
+}
+
+int build_stack(tb_engine* e, const tb_stack_dims& d, const tb_layer* layers, const uint16_t* norm, int cap,
+                StackD* S, const char* name) {
+  const size_t H = d.hidden, I = d.intermediate, QN = (size_t)(d.heads + 2 * d.kv_heads) * HD, AO = (size_t)d.heads * HD;
+  std::vector<LayerD> hl(d.layers);
+  for (int l = 0; l < d.layers; l++) {
+    const tb_layer& w = layers[l];
+    LayerD& L = hl[l];
+    char what[96];
+    snprintf(what, sizeof what, "%s layer %d", name, l);
+    uint16_t* p;
+    if (upload(e, &p, w.input_norm, H, what)) return -1;
+    L.in_norm = p;
+    if (upload(e, &p, w.post_norm, H, what)) return -1;
+    L.post_norm = p;
+    if (!w.q || !w.k || !w.v) return fail("weights: %s q/k/v missing", what);
+    uint16_t* qkv;
+    if (e->alloc(&qkv, QN * H)) return -1;
+    CK(cudaMemcpy(qkv, w.q, AO * H * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(qkv + AO * H, w.k, (size_t)d.kv_heads * HD * H * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(qkv + (AO + (size_t)d.kv_heads * HD) * H, w.v, (size_t)d.kv_heads * HD * H * 2, cudaMemcpyHostToDevice));
+    L.qkv = qkv;
+    if (upload(e, &p, w.o, H * AO, what)) return -1;
+    L.o = p;
+    if (upload(e, &p, w.q_norm, HD, what)) return -1;
+    L.q_norm = p;
+    if (upload(e, &p, w.k_norm, HD, what)) return -1;
+    L.k_norm = p;
+    if (upload(e, &p, w.gate, I * H, what)) return -1;
+    L.gate = p;
+    if (upload(e, &p, w.up, I * H, what)) return -1;
+    L.up = p;
+    if (upload(e, &p, w.down, H * I, what)) return -1;
+    L.down = p;
+  }
+  LayerD* dl;
+  if (e->alloc(&dl, hl.size())) return -1;
+  CK(cudaMemcpy(dl, hl.data(), hl.size() * sizeof(LayerD), cudaMemcpyHostToDevice));
+  S->layers = dl;
+  S->L = d.layers;
+  S->H = d.hidden;
+  S->I = d.intermediate;
+  S->nh = d.heads;
+  S->nkv = d.kv_heads;
+  S->eps = d.rms_eps;
+  uint16_t* fn;
+  if (upload(e, &fn, norm, H, name)) return -1;
+  S->final_norm = fn;
+  S->cap = cap;
+  const size_t cache = (size_t)d.layers * d.kv_heads * cap * HD;
+  if (e->alloc(&S->kc, cache) || e->alloc(&S->vc, cache)) return -1;
+  CK(cudaMemset(S->kc, 0, cache * 2));
+  CK(cudaMemset(S->vc, 0, cache * 2));
+  // inv_freq as the official code computes it: in float32.
+  float inv[HD / 2];
+  for (int j = 0; j < HD / 2; j++) inv[j] = 1.0f / powf(d.rope_theta, (float)(2 * j) / (float)HD);
+  float* dinv;
+  if (e->alloc(&dinv, HD / 2)) return -1;
+  CK(cudaMemcpy(dinv, inv, sizeof inv, cudaMemcpyHostToDevice));
+  S->inv_freq = dinv;
+  return 0;
+}
+
+int launch(tb_engine* e) {
+  CK(cudaMemsetAsync(e->P.bar, 0, sizeof(unsigned), e->stream));
+  void* args[] = {&e->P};
+  CK(cudaLaunchCooperativeKernel((const void*)decode_kernel, dim3(e->grid), dim3(NT), args, (size_t)e->smem,
+                                 e->stream));
+  return 0;
+}
+
+// Position chunks for attention: enough to spread long contexts over the
+// grid, one per 128 positions of the shortest context in the launch.
+int chunks_for(const tb_engine* e, int len_min, int tokens) {
+  const int by_grid = std::max(1, e->grid / (e->P.tk.nh * tokens));
+  const int by_len = std::max(1, (len_min + 127) / 128);
+  return std::max(1, std::min({by_grid, by_len, e->P.cmax, len_min}));
+}
+
+int run_prefill_launches(tb_engine* e) {
+  const int n = e->prefill_rows;
+  const int H = e->Htk;
+  for (int p0 = 0; p0 < n; p0 += e->mmax) {
+    const int m = std::min(e->mmax, n - p0);
+    e->P.mode = MODE_PREFILL;
+    e->P.p0 = p0;
+    e->P.m = m;
+    e->P.rows = e->d_rows + (size_t)p0 * H;
+    e->P.chunks = chunks_for(e, p0 + 1, m);
+    e->P.last = p0 + m == n;
+    e->P.out = e->d_out + SLOTS * OUTW;
+    if (launch(e)) return -1;
+  }
+  return 0;
+}
+
+int submit_kind(tb_engine* e, int mode, int step) {
+  e->P.mode = mode;
+  e->P.bench_step = step;
+  e->P.frame = e->frame;
+  e->P.tpos = e->npre + e->frame;
+  e->P.m = 1;
+  e->P.chunks = chunks_for(e, e->P.tpos + 1, 1);
+  return launch(e);
+}
+
+}  // namespace
+
+extern "C" {
+
+int tb_abi_version(void) { return TB_ABI_VERSION; }
+
+const char* tb_last_error(void) { return g_err.c_str(); }
+
+int tb_device_count(void) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+int tb_device_info(int device, char* name, int name_cap, int* sm_count, int* cc_major, int* cc_minor) {
+  cudaDeviceProp p;
+  CK(cudaGetDeviceProperties(&p, device));
+  if (name && name_cap > 0) snprintf(name, name_cap, "%s", p.name);
+  if (sm_count) *sm_count = p.multiProcessorCount;
+  if (cc_major) *cc_major = p.major;
+  if (cc_minor) *cc_minor = p.minor;
+  return 0;
+}
+
+tb_engine* tb_create(const tb_weights* w, int device) {
+  if (!w) {
+    fail("tb_create: no weights");
+    return nullptr;
+  }
+  if (check_dims(w->talker, "talker") || check_dims(w->predictor, "code predictor")) return nullptr;
+  if (w->num_groups < 2 || w->num_groups > MAXG) {
+    fail("num_groups %d outside 2..%d", w->num_groups, MAXG);
+    return nullptr;
+  }
+  if (w->max_positions < 16 || w->max_positions > 1 << 20) {
+    fail("max_positions %d outside 16..2^20", w->max_positions);
+    return nullptr;
+  }
+  if (w->predictor.hidden != w->talker.hidden && (!w->mtp_proj_weight || !w->mtp_proj_bias)) {
+    fail("code predictor hidden %d differs from talker hidden %d but small_to_mtp_projection is missing",
+         w->predictor.hidden, w->talker.hidden);
+    return nullptr;
+  }
+  auto* e = new tb_engine();
+  e->dev = device;
+  auto bail = [&]() -> tb_engine* {
+    std::string keep = g_err;
+    delete e;
+    g_err = keep;
+    return nullptr;
+  };
+  if (cudaSetDevice(device) != cudaSuccess) {
+    fail("cudaSetDevice(%d): %s", device, cudaGetErrorString(cudaGetLastError()));
+    return bail();
+  }
+  if (device_stream(device, &e->stream)) return bail();
+  cudaDeviceProp prop;
+  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+    fail("cudaGetDeviceProperties: %s", cudaGetErrorString(cudaGetLastError()));
+    return bail();
+  }
+  if (!prop.cooperativeLaunch) {
+    fail("%s does not support cooperative launches", prop.name);
+    return bail();
+  }
+  const tb_stack_dims& T = w->talker;
+  const tb_stack_dims& C = w->predictor;
+  e->Htk = T.hidden;
+  e->Hcp = C.hidden;
+  e->maxpos = w->max_positions;
+  e->sms = prop.multiProcessorCount;
+
+  // Shared memory: activations for mmax tokens, or attention / sampling scratch.
+  int maxK = 0;
+  for (const tb_stack_dims* d : {&T, &C}) maxK = std::max({maxK, d->hidden, d->intermediate, d->heads * HD});
+  const int maxV = std::max(T.vocab, C.vocab);
+  const size_t fixed = 2048;  // red, sf, sint, codes: xs starts at byte 1920
+  const size_t limit = prop.sharedMemPerBlockOptin;
+  int mmax = 8;
+  auto need = [&](int mm) {
+    const size_t xs = (size_t)mm * std::max(maxK, 2 * T.hidden) * 4;
+    const size_t at = (size_t)(HD + 2 * mm * HD + TILE + NW * HD + 2 * NW) * 4;
+    const size_t sa = (size_t)maxV * 20 + 16;
+    return fixed + std::max({xs, at, sa});
+  };
+  while (mmax > 2 && need(mmax) > limit) mmax /= 2;
+  if (need(mmax) > limit) {
+    fail("%s: %zu bytes of shared memory per block needed, %zu available", prop.name, need(mmax), limit);
+    return bail();
+  }
+  e->mmax = mmax;
+  e->smem = (int)need(mmax);
+  if (cudaFuncSetAttribute((const void*)decode_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, e->smem) !=
+      cudaSuccess) {
+    fail("cudaFuncSetAttribute: %s", cudaGetErrorString(cudaGetLastError()));
+    return bail();
+  }
+  int per_sm = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, (const void*)decode_kernel, NT, e->smem) !=
+      cudaSuccess) {
+    fail("occupancy query: %s", cudaGetErrorString(cudaGetLastError()));
+    return bail();
+  }
+  if (per_sm < 1) {
+    fail("%s: the decode kernel (%d threads, %d bytes shared) cannot be resident on an SM", prop.name, NT, e->smem);
+    return bail();
+  }
+  e->grid = prop.multiProcessorCount;  // one CTA per SM; cooperative launch refuses what cannot be co-resident
+
+  Params& P = e->P;
+  if (build_stack(e, T, w->talker_layers, w->talker_norm, w->max_positions, &P.tk, "talker") ||
+      build_stack(e, C, w->predictor_layers, w->predictor_norm, MAXG, &P.cp, "code predictor"))
+    return bail();
+  const int G = w->num_groups, V = T.vocab, Vp = C.vocab;
+  uint16_t* p;
+  if (upload(e, &p, w->codec_head, (size_t)V * T.hidden, "codec_head")) return bail();
+  P.codec_head = p;
+  if (upload(e, &p, w->codec_embedding, (size_t)V * T.hidden, "codec_embedding")) return bail();
+  P.codec_emb = p;
+  uint16_t *heads, *embs;
+  if (e->alloc(&heads, (size_t)(G - 1) * Vp * C.hidden) || e->alloc(&embs, (size_t)(G - 1) * Vp * T.hidden))
+    return bail();
+  for (int g = 0; g < G - 1; g++) {
+    if (!w->predictor_heads || !w->predictor_heads[g] || !w->predictor_embeddings || !w->predictor_embeddings[g]) {
+      fail("weights: code predictor head/embedding %d missing", g);
+      return bail();
+    }
+    if (cudaMemcpy(heads + (size_t)g * Vp * C.hidden, w->predictor_heads[g], (size_t)Vp * C.hidden * 2,
+                   cudaMemcpyHostToDevice) != cudaSuccess ||
+        cudaMemcpy(embs + (size_t)g * Vp * T.hidden, w->predictor_embeddings[g], (size_t)Vp * T.hidden * 2,
+                   cudaMemcpyHostToDevice) != cudaSuccess) {
+      fail("upload code predictor tables: %s", cudaGetErrorString(cudaGetLastError()));
+      return bail();
+    }
+  }
+  P.cp_heads = heads;
+  P.cp_embs = embs;
+  if (C.hidden != T.hidden) {
+    if (upload(e, &p, w->mtp_proj_weight, (size_t)C.hidden * T.hidden, "small_to_mtp_projection")) return bail();
+    P.proj_w = p;
+    if (upload(e, &p, w->mtp_proj_bias, C.hidden, "small_to_mtp_projection bias")) return bail();
+    P.proj_b = p;
+  }
+  P.V = V;
+  P.Vp = Vp;
+  P.G = G;
+  P.eos = w->codec_eos;
+  P.supp_from = w->suppress_from;
+  P.min_new = w->min_new_tokens;
+  P.mmax = mmax;
+  P.xstride = std::max(T.hidden, C.hidden);
+  P.qkv_stride = std::max((T.heads + 2 * T.kv_heads) * HD, (C.heads + 2 * C.kv_heads) * HD);
+  P.cmax = 16;
+  P.act_stride = std::max(T.intermediate, C.intermediate);
+  const int nhmax = std::max(T.heads, C.heads);
+  e->hist_words = (size_t)(V + 31) / 32;
+  if (e->alloc(&P.x, (size_t)mmax * P.xstride) || e->alloc(&P.qkv, (size_t)mmax * P.qkv_stride) ||
+      e->alloc(&P.part, (size_t)mmax * nhmax * P.cmax * PSTRIDE) || e->alloc(&P.act, (size_t)mmax * P.act_stride) ||
+      e->alloc(&P.hidden, T.hidden) || e->alloc(&P.tlogits, V) || e->alloc(&P.plogits, (size_t)(G - 1) * Vp) ||
+      e->alloc(&P.hist, e->hist_words) || e->alloc(&P.state, 32) || e->alloc(&e->d_out, (SLOTS + 1) * OUTW) ||
+      e->alloc(&P.bar, 1) || e->alloc(&e->d_pad, T.hidden))
+    return bail();
+  if (cudaMallocHost(&e->h_out, SLOTS * OUTW * sizeof(int32_t)) != cudaSuccess) {
+    fail("cudaMallocHost: %s", cudaGetErrorString(cudaGetLastError()));
+    return bail();
+  }
+  for (auto& ev : e->ev)
+    if (cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess) {
+      fail("cudaEventCreate: %s", cudaGetErrorString(cudaGetLastError()));
+      return bail();
+    }
+  P.pad = e->d_pad;
+  P.st = SamplerD{0, 1.f, 0, 1.f, 1.f};
+  P.sp = P.st;
+  if (tb_reset(e)) return bail();
+  if (cudaDeviceSynchronize() != cudaSuccess) {
+    fail("create: %s", cudaGetErrorString(cudaGetLastError()));
+    return bail();
+  }
+  return e;
+}
+
+void tb_destroy(tb_engine* e) { delete e; }
+
+int tb_geometry(tb_engine* e, int* grid, int* threads, int* smem, int* mmax) {
+  if (!e) return fail("no engine");
+  if (grid) *grid = e->grid;
+  if (threads) *threads = NT;
+  if (smem) *smem = e->smem;
+  if (mmax) *mmax = e->mmax;
+  return 0;
+}
+
+int tb_reset(tb_engine* e) {
+  if (!e) return fail("no engine");
+  CK(cudaSetDevice(e->dev));
+  // Drain frames still in flight (a cancelled utterance), then clear the state.
+  while (e->pending > 0) {
+    CK(cudaEventSynchronize(e->ev[e->head]));
+    e->head = (e->head + 1) % SLOTS;
+    e->pending--;
+  }
+  CK(cudaMemsetAsync(e->P.hist, 0, e->hist_words * 4, e->stream));
+  CK(cudaMemsetAsync(e->P.state, 0, 32 * 4, e->stream));
+  CK(cudaStreamSynchronize(e->stream));
+  e->head = 0;
+  e->frame = 0;
+  e->npre = 0;
+  e->primed = false;
+  return 0;
+}
+
+int tb_set_sampling(tb_engine* e, const tb_sampler* t, const tb_sampler* p, uint64_t seed, int mask_eos) {
+  if (!e || !t || !p) return fail("tb_set_sampling: null argument");
+  for (const tb_sampler* s : {t, p}) {
+    if (s->do_sample && !(s->temperature > 0.f)) return fail("temperature %g must be > 0", s->temperature);
+    if (s->top_k < 0) return fail("top_k %d must be >= 0", s->top_k);
+    if (s->do_sample && !(s->top_p > 0.f && s->top_p <= 1.f)) return fail("top_p %g outside (0, 1]", s->top_p);
+  }
+  e->P.st = SamplerD{t->do_sample, t->temperature, t->top_k, t->top_p, t->repetition_penalty};
+  e->P.sp = SamplerD{p->do_sample, p->temperature, p->top_k, p->top_p, 1.f};
+  e->P.seed = seed;
+  e->P.mask_eos = mask_eos != 0;
+  return 0;
+}
+
+int tb_prefill(tb_engine* e, const float* rows, int n, const float* trailing, int n_trailing, const float* tts_pad,
+               int32_t* g0) {
+  if (!e || !rows || !tts_pad || !g0) return fail("tb_prefill: null argument");
+  if (n <= 0) return fail("prefill needs at least one row");
+  if (n >= e->maxpos) return fail("prefill of %d rows leaves no room in %d positions", n, e->maxpos);
+  if (n_trailing < 0 || (n_trailing > 0 && !trailing)) return fail("bad trailing rows");
+  if (tb_reset(e)) return -1;
+  const int H = e->Htk;
+  if ((size_t)n * H > e->rows_cap) {
+    if (e->d_rows) {
+      cudaFree(e->d_rows);
+      e->allocs.erase(std::find(e->allocs.begin(), e->allocs.end(), (void*)e->d_rows));
+    }
+    if (e->alloc(&e->d_rows, (size_t)n * H)) return -1;
+    e->rows_cap = (size_t)n * H;
+  }
+  const size_t tn = (size_t)std::max(n_trailing, 1) * H;
+  if (tn > e->trail_cap) {
+    if (e->d_trail) {
+      cudaFree(e->d_trail);
+      e->allocs.erase(std::find(e->allocs.begin(), e->allocs.end(), (void*)e->d_trail));
+    }
+    if (e->alloc(&e->d_trail, tn)) return -1;
+    e->trail_cap = tn;
+  }
+  CK(cudaMemcpyAsync(e->d_rows, rows, (size_t)n * H * 4, cudaMemcpyHostToDevice, e->stream));
+  if (n_trailing > 0)
+    CK(cudaMemcpyAsync(e->d_trail, trailing, (size_t)n_trailing * H * 4, cudaMemcpyHostToDevice, e->stream));
+  CK(cudaMemcpyAsync(e->d_pad, tts_pad, (size_t)H * 4, cudaMemcpyHostToDevice, e->stream));
+  e->P.trail = e->d_trail;
+  e->P.ntrail = n_trailing;
+  e->P.use_teacher = 0;
+  e->prefill_rows = n;
+  if (run_prefill_launches(e)) return -1;
+  int32_t res[OUTW];
+  CK(cudaMemcpyAsync(res, e->d_out + SLOTS * OUTW, sizeof res, cudaMemcpyDeviceToHost, e->stream));
+  CK(cudaStreamSynchronize(e->stream));
+  if (res[17]) return fail("prefill: no finite group-0 logit to sample from");
+  *g0 = res[16];
+  e->npre = n;
+  e->frame = 0;
+  e->primed = true;
+  return 0;
+}
+
+int tb_frame_submit(tb_engine* e, const int32_t* teacher) {
+  if (!e) return fail("no engine");
+  if (!e->primed) return fail("frame submitted before a prefill");
+  if (e->pending >= SLOTS) return fail("%d frames already pending", SLOTS);
+  if (e->npre + e->frame + 1 > e->maxpos) return fail("position %d exceeds the %d-position cache", e->npre + e->frame, e->maxpos);
+  CK(cudaSetDevice(e->dev));
+  e->P.use_teacher = teacher != nullptr;
+  if (teacher)
+    for (int k = 0; k < e->P.G; k++) {
+      const int lim = k == 0 ? e->P.V : e->P.Vp;
+      if (teacher[k] < 0 || teacher[k] >= lim) return fail("teacher code %d of group %d outside 0..%d", teacher[k], k, lim - 1);
+      e->P.teacher[k] = teacher[k];
+    }
+  const int slot = (e->head + e->pending) % SLOTS;
+  e->P.out = e->d_out + slot * OUTW;
+  if (submit_kind(e, MODE_FRAME, 0)) return -1;
+  CK(cudaMemcpyAsync(e->h_out + slot * OUTW, e->P.out, OUTW * 4, cudaMemcpyDeviceToHost, e->stream));
+  CK(cudaEventRecord(e->ev[slot], e->stream));
+  e->pending++;
+  e->frame++;
+  return 0;
+}
+
+int tb_frame_wait(tb_engine* e, int32_t* codes, int32_t* next_g0) {
+  if (!e) return fail("no engine");
+  if (e->pending == 0) return fail("no frame pending");
+  CK(cudaSetDevice(e->dev));
+  const int slot = e->head;
+  CK(cudaEventSynchronize(e->ev[slot]));
+  e->head = (e->head + 1) % SLOTS;
+  e->pending--;
+  const int32_t* o = e->h_out + slot * OUTW;
+  if (o[17]) return fail("frame: no finite logit to sample from");
+  if (codes)
+    for (int k = 0; k < e->P.G; k++) codes[k] = o[k];
+  if (next_g0) *next_g0 = o[16];
+  return 0;
+}
+
+int tb_read_logits(tb_engine* e, float* talker, float* hidden, float* predictor) {
+  if (!e) return fail("no engine");
+  CK(cudaSetDevice(e->dev));
+  if (e->pending) return fail("tb_read_logits with frames pending");
+  if (talker) CK(cudaMemcpy(talker, e->P.tlogits, (size_t)e->P.V * 4, cudaMemcpyDeviceToHost));
+  if (hidden) CK(cudaMemcpy(hidden, e->P.hidden, (size_t)e->Htk * 4, cudaMemcpyDeviceToHost));
+  if (predictor)
+    CK(cudaMemcpy(predictor, e->P.plogits, (size_t)(e->P.G - 1) * e->P.Vp * 4, cudaMemcpyDeviceToHost));
+  return 0;
+}
+
+int tb_bench(tb_engine* e, int what, int iters, float* ms) {
+  if (!e || !ms || iters <= 0) return fail("tb_bench: bad arguments");
+  if (!e->primed) return fail("tb_bench needs a prefill first");
+  if (e->pending) return fail("tb_bench with frames pending");
+  CK(cudaSetDevice(e->dev));
+  std::vector<cudaEvent_t> ev(iters + 1);
+  for (auto& x : ev) CK(cudaEventCreate(&x));
+  const int frame0 = e->frame;
+  e->P.use_teacher = 0;
+  e->P.out = e->d_out + SLOTS * OUTW;
+  int rc = 0;
+  CK(cudaEventRecord(ev[0], e->stream));
+  for (int i = 0; i < iters && rc == 0; i++) {
+    switch (what) {
+      case TB_BENCH_TALKER_STEP:
+        rc = submit_kind(e, MODE_TALKER, 0);
+        break;
+      case TB_BENCH_PREDICTOR_STEP:
+        rc = submit_kind(e, MODE_PREDICTOR, 1 + i % (e->P.G - 1));
+        break;
+      case TB_BENCH_FRAME:
+        if (e->npre + e->frame + 1 > e->maxpos) {
+          rc = fail("bench ran past the %d-position cache", e->maxpos);
+          break;
+        }
+        rc = submit_kind(e, MODE_FRAME, 0);
+        e->frame++;
+        break;
+      case TB_BENCH_PREFILL:
+        rc = run_prefill_launches(e);
+        break;
+      default:
+        rc = fail("unknown bench kind %d", what);
+    }
+    if (rc == 0) CK(cudaEventRecord(ev[i + 1], e->stream));
+  }
+  cudaError_t se = cudaStreamSynchronize(e->stream);
+  for (int i = 0; i < iters && rc == 0 && se == cudaSuccess; i++) cudaEventElapsedTime(&ms[i], ev[i], ev[i + 1]);
+  for (auto& x : ev) cudaEventDestroy(x);
+  if (what != TB_BENCH_FRAME) e->frame = frame0;
+  if (se != cudaSuccess) return fail("bench: %s", cudaGetErrorString(se));
+  return rc;
+}
+
+}  // extern "C"

@@ -1,0 +1,877 @@
+// The persistent decode kernel: one cooperative launch runs a whole talker
+// step, a code-predictor step, a whole frame (15 predictor steps + the next
+// talker step) or one prefill chunk. Phases are separated by a grid barrier;
+// every CTA samples redundantly from the same logits, so no broadcast is needed.
+#pragma once
+#include <cstdint>
+#include <math_constants.h>
+
+namespace tb {
+
+constexpr int NT = 512;          // threads per CTA
+constexpr int NW = NT / 32;      // warps per CTA
+constexpr int HD = 128;          // head_dim (checked at create)
+constexpr int TILE = 256;        // attention positions per softmax tile
+constexpr int MAXG = 16;         // codes per frame
+constexpr int PSTRIDE = HD + 2;  // one attention partial: 128 sums, max, sum of weights
+
+enum Mode { MODE_PREFILL = 0, MODE_FRAME = 1, MODE_TALKER = 2, MODE_PREDICTOR = 3 };
+
+struct LayerD {
+  const uint16_t *in_norm, *post_norm, *qkv, *o, *q_norm, *k_norm, *gate, *up, *down;
+};
+
+struct StackD {
+  const LayerD* layers;
+  int L, H, I, nh, nkv;
+  float eps;
+  const uint16_t* final_norm;
+  uint16_t *kc, *vc;  // [L][nkv][cap][HD]
+  int cap;
+  const float* inv_freq;  // [HD/2]
+};
+
+struct SamplerD {
+  int do_sample;
+  float temperature;
+  int top_k;
+  float top_p;
+  float penalty;
+};
+
+struct Params {
+  StackD tk, cp;
+  const uint16_t *codec_head, *codec_emb, *cp_heads, *cp_embs, *proj_w, *proj_b;
+  int V, Vp, G, eos, supp_from, min_new, mask_eos;
+  float* x;       // residual [mmax][xstride]
+  int xstride;
+  float* qkv;     // [mmax][qkv_stride]
+  int qkv_stride;
+  float* part;    // attention partials [mmax][nh][cmax][PSTRIDE]
+  int cmax;
+  float* act;     // [mmax][act_stride]
+  int act_stride;
+  float* hidden;  // talker final-normed hidden [H]
+  float* tlogits; // [V]
+  float* plogits; // [G-1][Vp]
+  uint32_t* hist; // group-0 history bitmap
+  int32_t* state; // [0] sampled g0, [1..16] codes fed back last frame
+  int32_t* out;   // this launch's output slot [18]
+  const float* rows;  // prefill rows of this chunk
+  const float* trail;
+  int ntrail;
+  const float* pad;
+  unsigned* bar;
+  SamplerD st, sp;
+  unsigned long long seed;
+  int mode, p0, m, chunks, frame, tpos, last, bench_step, mmax;
+  int use_teacher;
+  int teacher[MAXG];
+};
+
+// ---------------------------------------------------------------- helpers
+
+__device__ __forceinline__ float bflo(uint32_t u) { return __uint_as_float(u << 16); }
+__device__ __forceinline__ float bfhi(uint32_t u) { return __uint_as_float(u & 0xffff0000u); }
+__device__ __forceinline__ float bf(uint16_t h) { return __uint_as_float(((uint32_t)h) << 16); }
+__device__ __forceinline__ uint16_t f2bf(float f) {
+  uint32_t u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);  // NaN stays NaN
+  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest even
+  return (uint16_t)(u >> 16);
+}
+
+// Weights are read once per step and never written: stream them past L1.
+__device__ __forceinline__ uint4 ldw(const uint4* p) {
+  uint4 r;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "l"(p));
+  return r;
+}
+
+__device__ __forceinline__ float dot8(uint4 w, const float* x) {
+  float4 a = *reinterpret_cast<const float4*>(x);
+  float4 b = *reinterpret_cast<const float4*>(x + 4);
+  float r = bflo(w.x) * a.x;
+  r = fmaf(bfhi(w.x), a.y, r);
+  r = fmaf(bflo(w.y), a.z, r);
+  r = fmaf(bfhi(w.y), a.w, r);
+  r = fmaf(bflo(w.z), b.x, r);
+  r = fmaf(bfhi(w.z), b.y, r);
+  r = fmaf(bflo(w.w), b.z, r);
+  r = fmaf(bfhi(w.w), b.w, r);
+  return r;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Grid barrier. The counter is zeroed by the host (stream-ordered memset)
+// before every launch and only ever incremented inside it, so it can neither
+// race with a reset nor wrap (a launch has < 1000 barriers x grid CTAs).
+struct Grid {
+  unsigned* bar;
+  unsigned target;
+  __device__ void sync() {
+    target += gridDim.x;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      __threadfence();
+      asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(bar) : "memory");
+      unsigned v;
+      int n = 0;
+      while (true) {
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(bar) : "memory");
+        if (v >= target) break;
+        if (++n > 64) __nanosleep(40);
+      }
+      __threadfence();
+    }
+    __syncthreads();
+  }
+};
+
+// ---------------------------------------------------------------- matvec
+
+// y[r] = W[r,:] . xs[t,:] for every row r, tokens t < m (MT >= m is the
+// compile-time token count). Rows are dealt to warps grid-wide; each warp
+// takes two rows at once so eight 16-byte loads per lane are in flight.
+template <int MT, class F>
+__device__ __forceinline__ void matvec(const uint16_t* W, int N, int K, const float* xs, int xstride, int m,
+                                       F store) {
+  // Few tokens: two rows per warp for loads in flight. Many tokens: one row,
+  // fewer loads per batch, so the accumulators fit in registers.
+  constexpr bool PAIR = MT <= 2;
+  constexpr int U = MT <= 2 ? 4 : 2;
+  const int lane = threadIdx.x & 31;
+  const int gw = blockIdx.x * NW + (threadIdx.x >> 5);
+  const int TW = gridDim.x * NW;
+  const int nch = K >> 3;
+  const int step = PAIR ? 2 * TW : TW;
+  for (int r = gw; r < N; r += step) {
+    const int r2 = r + TW;
+    const bool two = PAIR && r2 < N;
+    float a[MT], b[PAIR ? MT : 1];
+#pragma unroll
+    for (int t = 0; t < MT; t++) a[t] = 0.f;
+#pragma unroll
+    for (int t = 0; t < (PAIR ? MT : 1); t++) b[t] = 0.f;
+    const uint4* pa = reinterpret_cast<const uint4*>(W + (size_t)r * K);
+    const uint4* pb = reinterpret_cast<const uint4*>(W + (size_t)(two ? r2 : r) * K);
+    for (int c0 = lane; c0 < nch; c0 += 32 * U) {
+      uint4 wa[U], wb[PAIR ? U : 1];
+#pragma unroll
+      for (int u = 0; u < U; u++) {
+        const int c = c0 + 32 * u;
+        wa[u] = c < nch ? ldw(pa + c) : make_uint4(0, 0, 0, 0);
+        if (PAIR) wb[PAIR ? u : 0] = (two && c < nch) ? ldw(pb + c) : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int u = 0; u < U; u++) {
+        const int c = c0 + 32 * u;
+        if (c < nch) {
+#pragma unroll
+          for (int t = 0; t < MT; t++) {
+            a[t] += dot8(wa[u], xs + t * xstride + c * 8);
+            if (PAIR) b[PAIR ? t : 0] += dot8(wb[PAIR ? u : 0], xs + t * xstride + c * 8);
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < MT; t++) a[t] = warp_sum(a[t]);
+    if (PAIR) {
+#pragma unroll
+      for (int t = 0; t < (PAIR ? MT : 1); t++) b[t] = warp_sum(b[t]);
+    }
+    if (lane == 0) {
+#pragma unroll
+      for (int t = 0; t < MT; t++) {
+        if (t < m) {
+          store(r, t, a[t]);
+          if (PAIR && two) store(r2, t, b[PAIR ? t : 0]);
+        }
+      }
+    }
+  }
+}
+
+// act[t][r] = SiLU(gate[r].xs[t]) * (up[r].xs[t]): one warp owns both rows.
+template <int MT>
+__device__ __forceinline__ void matvec_gate_up(const uint16_t* Wg, const uint16_t* Wu, int N, int K, const float* xs,
+                                               int xstride, int m, float* act, int act_stride) {
+  const int lane = threadIdx.x & 31;
+  const int gw = blockIdx.x * NW + (threadIdx.x >> 5);
+  const int TW = gridDim.x * NW;
+  const int nch = K >> 3;
+  constexpr int U = MT <= 2 ? 4 : 2;
+  for (int r = gw; r < N; r += TW) {
+    float a[MT], b[MT];
+#pragma unroll
+    for (int t = 0; t < MT; t++) a[t] = b[t] = 0.f;
+    const uint4* pa = reinterpret_cast<const uint4*>(Wg + (size_t)r * K);
+    const uint4* pb = reinterpret_cast<const uint4*>(Wu + (size_t)r * K);
+    for (int c0 = lane; c0 < nch; c0 += 32 * U) {
+      uint4 wa[U], wb[U];
+#pragma unroll
+      for (int u = 0; u < U; u++) {
+        const int c = c0 + 32 * u;
+        wa[u] = c < nch ? ldw(pa + c) : make_uint4(0, 0, 0, 0);
+        wb[u] = c < nch ? ldw(pb + c) : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int u = 0; u < U; u++) {
+        const int c = c0 + 32 * u;
+        if (c < nch) {
+#pragma unroll
+          for (int t = 0; t < MT; t++) {
+            a[t] += dot8(wa[u], xs + t * xstride + c * 8);
+            b[t] += dot8(wb[u], xs + t * xstride + c * 8);
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < MT; t++) {
+      a[t] = warp_sum(a[t]);
+      b[t] = warp_sum(b[t]);
+    }
+    if (lane == 0) {
+#pragma unroll
+      for (int t = 0; t < MT; t++)
+        if (t < m) act[t * act_stride + r] = a[t] / (1.f + expf(-a[t])) * b[t];
+    }
+  }
+}
+
+// ---------------------------------------------------------------- norms
+
+// RMSNorm of m rows in place in shared memory (fp32: x * rsqrt(mean(x^2)+eps) * w).
+// src, when not null, is first copied in (data written earlier in this launch:
+// L1-bypassing loads).
+__device__ void norm_rows(float* xs, int xstride, const float* src, int src_stride, int m, int H,
+                          const uint16_t* w, float eps, float* red) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  if (src) {
+    for (int t = 0; t < m; t++)
+      for (int i = threadIdx.x; i < H; i += NT) xs[t * xstride + i] = __ldcg(src + (size_t)t * src_stride + i);
+    __syncthreads();
+  }
+  for (int t = warp; t < m; t += NW) {
+    float s = 0.f;
+    for (int i = lane; i < H; i += 32) {
+      const float v = xs[t * xstride + i];
+      s += v * v;
+    }
+    s = warp_sum(s);
+    if (lane == 0) red[t] = rsqrtf(s / (float)H + eps);
+  }
+  __syncthreads();
+  for (int t = 0; t < m; t++) {
+    const float r = red[t];
+    for (int i = threadIdx.x; i < H; i += NT) xs[t * xstride + i] = xs[t * xstride + i] * r * bf(w[i]);
+  }
+  __syncthreads();
+}
+
+// Per-head RMSNorm then rotate-half RoPE of one 128-vector, by one warp.
+// Lane l holds elements l, l+32, l+64, l+96: the RoPE pairs (i, i+64) stay in-lane.
+__device__ __forceinline__ void norm_rope(const float* raw, const uint16_t* w, float eps, int pos,
+                                          const float* inv_freq, float* out) {
+  const int lane = threadIdx.x & 31;
+  float v[4];
+#pragma unroll
+  for (int i = 0; i < 4; i++) v[i] = __ldcg(raw + lane + 32 * i);
+  float s = v[0] * v[0] + v[1] * v[1] + v[2] * v[2] + v[3] * v[3];
+  s = warp_sum(s);
+  const float r = rsqrtf(s / (float)HD + eps);
+#pragma unroll
+  for (int i = 0; i < 4; i++) v[i] = v[i] * r * bf(w[lane + 32 * i]);
+#pragma unroll
+  for (int i = 0; i < 2; i++) {
+    const int f = lane + 32 * i;
+    float sn, cs;
+    sincosf((float)pos * inv_freq[f], &sn, &cs);
+    out[f] = v[i] * cs - v[i + 2] * sn;
+    out[f + 64] = v[i + 2] * cs + v[i] * sn;
+  }
+}
+
+// ---------------------------------------------------------------- attention
+
+// Work item = (q head, token, position chunk). Emits an online-softmax
+// partial (unnormalised sums, max, weight sum) that the O-projection merges
+// in a fixed order. Positions >= p0 (this launch's tokens) come from the
+// freshly projected q/k/v; earlier ones from the bf16 cache.
+__device__ void attention(const Params& a, const StackD& S, int l, int m, int p0, int C, float* sm) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int nh = S.nh, nkv = S.nkv, grp = nh / nkv;
+  float* sq = sm;
+  float* snk = sq + HD;
+  float* snv = snk + a.mmax * HD;
+  float* ssc = snv + a.mmax * HD;
+  float* sacc = ssc + TILE;
+  float* sred = sacc + NW * HD;  // [NW] maxima, then [NW] weight sums
+  const LayerD& Lw = S.layers[l];
+  const float scale = rsqrtf((float)HD);
+  const int items = nh * m * C;
+  for (int it = blockIdx.x; it < items; it += gridDim.x) {
+    const int c = it % C, t = (it / C) % m, h = it / (C * m);
+    const int kvh = h / grp, pos = p0 + t, len = pos + 1;
+    const int b0 = (int)((long long)c * len / C), b1 = (int)((long long)(c + 1) * len / C);
+    const int n0 = max(b0, p0);
+    if (warp == 0) norm_rope(a.qkv + (size_t)t * a.qkv_stride + h * HD, Lw.q_norm, S.eps, pos, S.inv_freq, sq);
+    for (int j = n0 + warp; j < b1; j += NW) {
+      const float* raw = a.qkv + (size_t)(j - p0) * a.qkv_stride;
+      float* kd = snk + (j - n0) * HD;
+      float* vd = snv + (j - n0) * HD;
+      norm_rope(raw + (nh + kvh) * HD, Lw.k_norm, S.eps, j, S.inv_freq, kd);
+      for (int d = lane; d < HD; d += 32) vd[d] = __ldcg(raw + (nh + nkv + kvh) * HD + d);
+      __syncwarp();
+      if (h % grp == 0 && j == pos) {  // exactly one item writes each new position
+        const size_t off = (((size_t)l * nkv + kvh) * S.cap + pos) * HD;
+        for (int d = lane; d < HD; d += 32) {
+          S.kc[off + d] = f2bf(kd[d]);
+          S.vc[off + d] = f2bf(vd[d]);
+        }
+      }
+    }
+    __syncthreads();
+    float q4[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) q4[i] = sq[lane * 4 + i];
+    const uint16_t* Kc = S.kc + (((size_t)l * nkv + kvh) * S.cap) * HD;
+    const uint16_t* Vc = S.vc + (((size_t)l * nkv + kvh) * S.cap) * HD;
+    float mrun = -CUDART_INF_F, lsum = 0.f, acc[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int ts = b0; ts < b1; ts += TILE) {
+      const int te = min(ts + TILE, b1);
+      float tmax = -CUDART_INF_F;
+      for (int p = ts + warp; p < te; p += NW) {
+        float k4[4];
+        if (p < p0) {
+          const uint2 u = __ldcg(reinterpret_cast<const uint2*>(Kc + (size_t)p * HD + lane * 4));
+          k4[0] = bflo(u.x); k4[1] = bfhi(u.x); k4[2] = bflo(u.y); k4[3] = bfhi(u.y);
+        } else {
+#pragma unroll
+          for (int i = 0; i < 4; i++) k4[i] = snk[(p - n0) * HD + lane * 4 + i];
+        }
+        float d = q4[0] * k4[0] + q4[1] * k4[1] + q4[2] * k4[2] + q4[3] * k4[3];
+        d = warp_sum(d) * scale;
+        if (lane == 0) ssc[p - ts] = d;
+        tmax = fmaxf(tmax, d);
+      }
+      if (lane == 0) sred[warp] = tmax;
+      __syncthreads();
+      float mt = -CUDART_INF_F;
+      for (int w = 0; w < NW; w++) mt = fmaxf(mt, sred[w]);
+      const float mnew = fmaxf(mrun, mt);
+      const float corr = expf(mrun - mnew);
+      lsum *= corr;
+#pragma unroll
+      for (int i = 0; i < 4; i++) acc[i] *= corr;
+      for (int p = ts + warp; p < te; p += NW) {
+        const float wgt = expf(ssc[p - ts] - mnew);
+        float v4[4];
+        if (p < p0) {
+          const uint2 u = __ldcg(reinterpret_cast<const uint2*>(Vc + (size_t)p * HD + lane * 4));
+          v4[0] = bflo(u.x); v4[1] = bfhi(u.x); v4[2] = bflo(u.y); v4[3] = bfhi(u.y);
+        } else {
+#pragma unroll
+          for (int i = 0; i < 4; i++) v4[i] = snv[(p - n0) * HD + lane * 4 + i];
+        }
+#pragma unroll
+        for (int i = 0; i < 4; i++) acc[i] = fmaf(wgt, v4[i], acc[i]);
+        lsum += wgt;
+      }
+      mrun = mnew;
+      __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++) sacc[warp * HD + lane * 4 + i] = acc[i];
+    if (lane == 0) sred[NW + warp] = lsum;
+    __syncthreads();
+    float* dst = a.part + (((size_t)t * nh + h) * a.cmax + c) * PSTRIDE;
+    for (int d = threadIdx.x; d < HD; d += NT) {
+      float s = 0.f;
+      for (int w = 0; w < NW; w++) s += sacc[w * HD + d];
+      dst[d] = s;
+    }
+    if (threadIdx.x == 0) {
+      float L = 0.f;
+      for (int w = 0; w < NW; w++) L += sred[NW + w];
+      dst[HD] = mrun;
+      dst[HD + 1] = L;
+    }
+    __syncthreads();
+  }
+}
+
+// Merge the C partials of every (token, head) into xs[t][h*HD + d].
+__device__ void merge_attention(const Params& a, const StackD& S, int m, int C, float* xs, int xstride) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  for (int pr = warp; pr < m * S.nh; pr += NW) {
+    const int t = pr / S.nh, h = pr % S.nh;
+    const float* base = a.part + (((size_t)t * S.nh + h) * a.cmax) * PSTRIDE;
+    float M = -CUDART_INF_F;
+    for (int c = 0; c < C; c++) M = fmaxf(M, __ldcg(base + c * PSTRIDE + HD));
+    float L = 0.f, o[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int c = 0; c < C; c++) {
+      const float* p = base + c * PSTRIDE;
+      const float e = expf(__ldcg(p + HD) - M);
+      L += __ldcg(p + HD + 1) * e;
+#pragma unroll
+      for (int i = 0; i < 4; i++) o[i] += __ldcg(p + lane * 4 + i) * e;
+    }
+    const float inv = 1.f / L;
+#pragma unroll
+    for (int i = 0; i < 4; i++) xs[t * xstride + h * HD + lane * 4 + i] = o[i] * inv;
+  }
+  __syncthreads();
+}
+
+// ---------------------------------------------------------------- the stack
+
+// Runs all layers of S over m tokens at positions p0..p0+m-1. The raw input
+// rows are in xs (stride S.H) and, written by CTA 0, in a.x.
+template <int MT>
+__device__ void run_stack(const Params& a, const StackD& S, int m, int p0, int C, float* xs, float* red,
+                          Grid& g, bool input_in_smem) {
+  const int H = S.H, I = S.I, QN = (S.nh + 2 * S.nkv) * HD, AO = S.nh * HD;
+  float* x = a.x;
+  const int xsd = a.xstride;
+  for (int l = 0; l < S.L; l++) {
+    const LayerD& Lw = S.layers[l];
+    // A: input norm + fused QKV projection
+    if (l == 0 && input_in_smem)
+      norm_rows(xs, H, nullptr, 0, m, H, Lw.in_norm, S.eps, red);
+    else
+      norm_rows(xs, H, x, xsd, m, H, Lw.in_norm, S.eps, red);
+    float* qkv = a.qkv;
+    const int qs = a.qkv_stride;
+    matvec<MT>(Lw.qkv, QN, H, xs, H, m, [&](int r, int t, float v) { qkv[(size_t)t * qs + r] = v; });
+    g.sync();
+    // B: attention partials
+    attention(a, S, l, m, p0, C, xs);
+    g.sync();
+    // C: merge + O projection into the residual
+    merge_attention(a, S, m, C, xs, AO);
+    matvec<MT>(Lw.o, H, AO, xs, AO, m, [&](int r, int t, float v) {
+      float* px = x + (size_t)t * xsd + r;
+      *px = __ldcg(px) + v;
+    });
+    g.sync();
+    // D: post-attention norm + gate/up
+    norm_rows(xs, H, x, xsd, m, H, Lw.post_norm, S.eps, red);
+    matvec_gate_up<MT>(Lw.gate, Lw.up, I, H, xs, H, m, a.act, a.act_stride);
+    g.sync();
+    // E: down projection into the residual
+    for (int t = 0; t < m; t++)
+      for (int i = threadIdx.x; i < I; i += NT) xs[t * I + i] = __ldcg(a.act + (size_t)t * a.act_stride + i);
+    __syncthreads();
+    matvec<MT>(Lw.down, H, I, xs, I, m, [&](int r, int t, float v) {
+      float* px = x + (size_t)t * xsd + r;
+      *px = __ldcg(px) + v;
+    });
+    g.sync();
+  }
+}
+
+// Final norm of token t and a head matvec into logits; CTA 0 keeps the
+// normed hidden when hidden_out is set.
+__device__ void head(const Params& a, const StackD& S, int t, const uint16_t* W, int V, float* logits,
+                     float* hidden_out, float* xs, float* red, Grid& g) {
+  norm_rows(xs, S.H, a.x + (size_t)t * a.xstride, a.xstride, 1, S.H, S.final_norm, S.eps, red);
+  if (hidden_out && blockIdx.x == 0)
+    for (int i = threadIdx.x; i < S.H; i += NT) hidden_out[i] = xs[i];
+  matvec<1>(W, V, S.H, xs, S.H, 1, [&](int r, int, float v) { logits[r] = v; });
+  g.sync();
+}
+
+// ---------------------------------------------------------------- sampling
+
+__device__ __forceinline__ unsigned long long mix64(unsigned long long z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+__device__ __forceinline__ double uniform(unsigned long long seed, int frame, int group) {
+  const unsigned long long counter = ((unsigned long long)frame << 8) | (unsigned long long)(group & 0xff);
+  const unsigned long long bits = mix64(mix64(seed) ^ counter);
+  return (double)(bits >> 11) * (1.0 / 9007199254740992.0);
+}
+__device__ __forceinline__ uint32_t fkey(float f) {
+  const uint32_t u = __float_as_uint(f);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+__device__ __forceinline__ float fkey_inv(uint32_t k) {
+  return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+}
+
+// Exclusive block scan of one int per thread; *total gets the sum.
+__device__ int block_scan(int v, int* sint, int* total) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  int inc = v;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int n = __shfl_up_sync(0xffffffffu, inc, o);
+    if (lane >= o) inc += n;
+  }
+  if (lane == 31) sint[warp] = inc;
+  __syncthreads();
+  int base = 0, tot = 0;
+  for (int w = 0; w < NW; w++) {
+    if (w < warp) base += sint[w];
+    tot += sint[w];
+  }
+  __syncthreads();
+  *total = tot;
+  return base + inc - v;
+}
+
+// First index of the largest finite value (NaN and -inf skipped); -1 if none.
+__device__ int block_argmax(const float* sv, int V, float* sf, int* sint) {
+  float bv = 0.f;
+  int bi = -1;
+  for (int i = threadIdx.x; i < V; i += NT) {
+    const float v = sv[i];
+    if (isnan(v) || v == -CUDART_INF_F) continue;
+    if (bi < 0 || v > bv) { bv = v; bi = i; }
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+    const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+    if (oi >= 0 && (bi < 0 || ov > bv || (ov == bv && oi < bi))) { bv = ov; bi = oi; }
+  }
+  if (lane == 0) { sf[warp] = bv; sint[warp] = bi; }
+  __syncthreads();
+  float rv = 0.f;
+  int ri = -1;
+  for (int w = 0; w < NW; w++) {
+    const float ov = sf[w];
+    const int oi = sint[w];
+    if (oi >= 0 && (ri < 0 || ov > rv || (ov == rv && oi < ri))) { rv = ov; ri = oi; }
+  }
+  __syncthreads();
+  return ri;
+}
+
+// The k-th largest value among the finite entries (radix select on ordered keys).
+__device__ float kth_largest(const float* sv, int V, int k, int* hist, int* sint) {
+  uint32_t prefix = 0, pmask = 0;
+  int kk = k;
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    for (int i = threadIdx.x; i < 256; i += NT) hist[i] = 0;
+    __syncthreads();
+    for (int i = threadIdx.x; i < V; i += NT) {
+      const float v = sv[i];
+      if (v == -CUDART_INF_F) continue;
+      const uint32_t key = fkey(v);
+      if ((key & pmask) == prefix) atomicAdd(&hist[(key >> shift) & 255u], 1);
+    }
+    __syncthreads();
+    if (threadIdx.x < 32) {
+      const int lane = threadIdx.x;
+      int cnt = 0;
+      for (int b = 0; b < 8; b++) cnt += hist[lane * 8 + b];
+      int s = cnt;  // inclusive suffix sum over lanes >= lane
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const int n = __shfl_down_sync(0xffffffffu, s, o);
+        if (lane + o < 32) s += n;
+      }
+      const int above = s - cnt;
+      if (above < kk && s >= kk) {
+        int run = above;
+        for (int b = lane * 8 + 7; b >= lane * 8; b--) {
+          if (run + hist[b] >= kk) {
+            sint[0] = b;
+            sint[1] = kk - run;
+            break;
+          }
+          run += hist[b];
+        }
+      }
+    }
+    __syncthreads();
+    prefix |= ((uint32_t)sint[0]) << shift;
+    pmask |= 255u << shift;
+    kk = sint[1];
+    __syncthreads();
+  }
+  return fkey_inv(prefix);
+}
+
+// Samples one token from raw logits with the engine/sample semantics.
+// Every CTA calls it with the same inputs and gets the same token.
+// region must hold V floats + 2V ints + V doubles (8-byte aligned start).
+__device__ int sample_block(const Params& a, const float* lg, int V, const SamplerD& sp, bool talker, int frame,
+                            int group, float* region, float* sf, int* sint) {
+  double* pd = reinterpret_cast<double*>(region);
+  float* sv = reinterpret_cast<float*>(pd + V);
+  int* ids = reinterpret_cast<int*>(sv + V);
+  int* ord = ids + V;
+  int* hist = sint + 64;
+  const float pen = sp.penalty;
+  for (int i = threadIdx.x; i < V; i += NT) {
+    float v = __ldcg(lg + i);
+    if (talker) {
+      if (pen != 1.f && pen != 0.f && ((__ldcg(a.hist + (i >> 5)) >> (i & 31)) & 1u)) v = v < 0.f ? v * pen : v / pen;
+      if (i == a.eos && (frame < a.min_new || a.mask_eos)) v = -CUDART_INF_F;
+      if (i >= a.supp_from && i != a.eos) v = -CUDART_INF_F;
+    }
+    sv[i] = v;
+  }
+  __syncthreads();
+  if (!sp.do_sample) return block_argmax(sv, V, sf, sint);
+  // Scale; NaN is no candidate.
+  int local = 0;
+  for (int i = threadIdx.x; i < V; i += NT) {
+    float v = sv[i];
+    v = isnan(v) ? -CUDART_INF_F : v / sp.temperature;
+    sv[i] = v;
+    local += v != -CUDART_INF_F;
+  }
+  int ncand;
+  block_scan(local, sint, &ncand);
+  if (ncand == 0) return -1;
+  float thr = -CUDART_INF_F;
+  if (sp.top_k > 0 && sp.top_k < ncand) thr = kth_largest(sv, V, sp.top_k, hist, sint);
+  // Ordered compaction of the kept ids (ascending id).
+  const int seg = (V + NT - 1) / NT;
+  const int lo = threadIdx.x * seg, hi = min(lo + seg, V);
+  int cnt = 0;
+  for (int i = lo; i < hi; i++) cnt += (sv[i] != -CUDART_INF_F && sv[i] >= thr);
+  int nkept;
+  int off = block_scan(cnt, sint, &nkept);
+  for (int i = lo; i < hi; i++)
+    if (sv[i] != -CUDART_INF_F && sv[i] >= thr) ids[off++] = i;
+  __syncthreads();
+  if (sp.top_p < 1.f && nkept > 1) {
+    // Rank in (value desc, id asc) order, then drop the low tail as the CPU does.
+    for (int j = threadIdx.x; j < nkept; j += NT) {
+      const int id = ids[j];
+      const float v = sv[id];
+      int r = 0;
+      for (int q = 0; q < nkept; q++) {
+        const float w = sv[ids[q]];
+        r += (w > v) || (w == v && ids[q] < id);
+      }
+      ord[r] = id;
+    }
+    __syncthreads();
+    double mx = -CUDART_INF;
+    for (int q = 0; q < nkept; q++) mx = fmax(mx, (double)sv[ord[q]]);
+    for (int q = threadIdx.x; q < nkept; q += NT) pd[q] = exp((double)sv[ord[q]] - mx);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      double sum = 0.0;
+      for (int q = 0; q < nkept; q++) sum += pd[q];
+      const double cut = 1.0 - (double)sp.top_p;
+      double cum = 0.0;
+      int size = nkept;
+      for (int q = nkept - 1; q > 0; q--) {
+        cum += pd[q] / sum;
+        if (cum > cut) break;
+        size = q;
+      }
+      // Mark the dropped ids with -inf so the ascending list can be rebuilt.
+      for (int q = size; q < nkept; q++) sv[ord[q]] = -CUDART_INF_F;
+    }
+    __syncthreads();
+    cnt = 0;
+    for (int i = lo; i < hi; i++) cnt += (sv[i] != -CUDART_INF_F && sv[i] >= thr);
+    off = block_scan(cnt, sint, &nkept);
+    for (int i = lo; i < hi; i++)
+      if (sv[i] != -CUDART_INF_F && sv[i] >= thr) ids[off++] = i;
+    __syncthreads();
+  }
+  if (nkept == 1) return ids[0];
+  double mx = -CUDART_INF;
+  for (int q = 0; q < nkept; q++) mx = fmax(mx, (double)sv[ids[q]]);
+  for (int q = threadIdx.x; q < nkept; q += NT) pd[q] = exp((double)sv[ids[q]] - mx);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double sum = 0.0;
+    for (int q = 0; q < nkept; q++) sum += pd[q];
+    const double u = uniform(a.seed, frame, group);
+    double cum = 0.0;
+    int pick = ids[nkept - 1];
+    for (int q = 0; q < nkept; q++) {
+      cum += pd[q] / sum;
+      if (cum > u) { pick = ids[q]; break; }
+    }
+    sint[0] = pick;
+  }
+  __syncthreads();
+  const int pick = sint[0];
+  __syncthreads();
+  return pick;
+}
+
+// ---------------------------------------------------------------- steps
+
+struct Smem {
+  float* xs;      // activations / attention / sampling scratch (aliased by phase)
+  float* red;     // 64 floats
+  float* sf;      // 64 floats
+  int* sint;      // 64 + 256 ints
+  int* codes;     // [MAXG] codes fed back this frame
+};
+
+// Code-predictor step j (1..15) of frame a.frame; returns the sampled code.
+__device__ int predictor_step(const Params& a, int j, const Smem& s, Grid& g) {
+  const StackD& S = a.cp;
+  const int H = a.tk.H;  // width of the raw inputs (talker hidden)
+  const int m = j == 1 ? 2 : 1;
+  const int p0 = j == 1 ? 0 : j;
+  // Raw inputs: [talker hidden, C(g0)] for step 1, E_{j-1}(g_{j-1}) after.
+  if (j == 1) {
+    const uint16_t* e = a.codec_emb + (size_t)s.codes[0] * H;
+    for (int i = threadIdx.x; i < H; i += NT) {
+      s.xs[i] = __ldcg(a.hidden + i);
+      s.xs[H + i] = bf(e[i]);
+    }
+  } else {
+    const uint16_t* e = a.cp_embs + ((size_t)(j - 2) * a.Vp + s.codes[j - 1]) * H;
+    for (int i = threadIdx.x; i < H; i += NT) s.xs[i] = bf(e[i]);
+  }
+  __syncthreads();
+  bool in_smem = true;
+  if (a.proj_w) {
+    // small_to_mtp_projection (1.7B): rows of the CP width, with bias, into the residual.
+    float* x = a.x;
+    const int xsd = a.xstride;
+    const uint16_t* b = a.proj_b;
+    matvec<2>(a.proj_w, S.H, H, s.xs, H, m, [&](int r, int t, float v) { x[(size_t)t * xsd + r] = v + bf(b[r]); });
+    g.sync();
+    in_smem = false;
+  } else if (blockIdx.x == 0) {
+    for (int t = 0; t < m; t++)
+      for (int i = threadIdx.x; i < H; i += NT) a.x[(size_t)t * a.xstride + i] = s.xs[t * H + i];
+  }
+  if (m == 2)
+    run_stack<2>(a, S, 2, p0, 1, s.xs, s.red, g, in_smem);
+  else
+    run_stack<1>(a, S, 1, p0, 1, s.xs, s.red, g, in_smem);
+  float* lg = a.plogits + (size_t)(j - 1) * a.Vp;
+  head(a, S, m - 1, a.cp_heads + (size_t)(j - 1) * a.Vp * S.H, a.Vp, lg, nullptr, s.xs, s.red, g);
+  return sample_block(a, lg, a.Vp, a.sp, false, a.frame, j, s.xs, s.sf, s.sint);
+}
+
+// Talker step for the codes in s.codes (frame a.frame fed back): builds the
+// input embedding, runs the stack at a.tpos and samples group 0 of the next frame.
+__device__ int talker_step(const Params& a, const Smem& s, Grid& g) {
+  const StackD& S = a.tk;
+  const int H = S.H;
+  const float* text = a.frame < a.ntrail ? a.trail + (size_t)a.frame * H : a.pad;
+  for (int i = threadIdx.x; i < H; i += NT) {
+    float v = bf(a.codec_emb[(size_t)s.codes[0] * H + i]);
+    for (int k = 1; k < a.G; k++) v += bf(a.cp_embs[((size_t)(k - 1) * a.Vp + s.codes[k]) * H + i]);
+    v += text[i];
+    s.xs[i] = v;
+    if (blockIdx.x == 0) a.x[i] = v;
+  }
+  __syncthreads();
+  run_stack<1>(a, S, 1, a.tpos, a.chunks, s.xs, s.red, g, true);
+  head(a, S, 0, a.codec_head, a.V, a.tlogits, a.hidden, s.xs, s.red, g);
+  return sample_block(a, a.tlogits, a.V, a.st, true, a.frame + 1, 0, s.xs, s.sf, s.sint);
+}
+
+template <int MT>
+__device__ void prefill_chunk(const Params& a, const Smem& s, Grid& g) {
+  const StackD& S = a.tk;
+  const int H = S.H;
+  for (int t = 0; t < a.m; t++)
+    for (int i = threadIdx.x; i < H; i += NT) {
+      const float v = a.rows[(size_t)t * H + i];
+      s.xs[t * H + i] = v;
+      if (blockIdx.x == 0) a.x[(size_t)t * a.xstride + i] = v;
+    }
+  __syncthreads();
+  run_stack<MT>(a, S, a.m, a.p0, a.chunks, s.xs, s.red, g, true);
+  if (!a.last) return;
+  head(a, S, a.m - 1, a.codec_head, a.V, a.tlogits, a.hidden, s.xs, s.red, g);
+  const int g0 = sample_block(a, a.tlogits, a.V, a.st, true, 0, 0, s.xs, s.sf, s.sint);
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    a.state[0] = g0;
+    a.out[16] = g0;
+    a.out[17] = g0 < 0;
+  }
+}
+
+__global__ void __launch_bounds__(NT, 1) decode_kernel(const Params a) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  Smem s;
+  s.red = reinterpret_cast<float*>(smem_raw);
+  s.sf = s.red + 64;
+  s.sint = reinterpret_cast<int*>(s.sf + 64);
+  s.codes = s.sint + 64 + 256;
+  s.xs = reinterpret_cast<float*>(s.codes + 32);  // offset 1792 bytes: 16-byte aligned
+  Grid g{a.bar, 0};
+  if (a.mode == MODE_PREFILL) {
+    if (a.mmax >= 8 && a.m > 4) prefill_chunk<8>(a, s, g);
+    else if (a.m > 2) prefill_chunk<4>(a, s, g);
+    else if (a.m == 2) prefill_chunk<2>(a, s, g);
+    else prefill_chunk<1>(a, s, g);
+    return;
+  }
+  // Codes fed back in this frame: the last sampled (or teacher) group 0 and,
+  // for a talker-only launch, the previous frame's codes.
+  if (threadIdx.x < MAXG) {
+    int c = __ldcg(a.state + 1 + threadIdx.x);
+    if (threadIdx.x == 0) c = __ldcg(a.state);
+    if (a.use_teacher) c = a.teacher[threadIdx.x];
+    s.codes[threadIdx.x] = c;
+  }
+  __syncthreads();
+  if (a.mode == MODE_PREDICTOR) {
+    predictor_step(a, a.bench_step, s, g);
+    return;
+  }
+  int sampled[MAXG];
+  sampled[0] = __ldcg(a.state);
+  if (a.mode == MODE_FRAME) {
+    // History gets the group-0 code fed back; other CTAs read it only after barriers.
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+      const int c0 = s.codes[0];
+      if (c0 >= 0 && c0 < a.V) a.hist[c0 >> 5] |= 1u << (c0 & 31);
+    }
+#pragma unroll 1
+    for (int j = 1; j < a.G; j++) {
+      const int c = predictor_step(a, j, s, g);
+      sampled[j] = c;
+      if (threadIdx.x == 0) s.codes[j] = a.use_teacher ? a.teacher[j] : (c < 0 ? 0 : c);
+      __syncthreads();
+    }
+  }
+  const int next = talker_step(a, s, g);
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    a.state[0] = next;
+    int bad = next < 0;
+    for (int k = 0; k < MAXG; k++) a.state[1 + k] = s.codes[k];
+    if (a.mode == MODE_FRAME) {
+      // Emitted codes are the ones fed back (the teacher's under teacher
+      // forcing), as in the CPU engine.
+      for (int k = 0; k < a.G; k++) {
+        a.out[k] = s.codes[k];
+        bad |= sampled[k] < 0;
+      }
+    }
+    a.out[16] = next;
+    a.out[17] = bad;
+  }
+}
+
+}  // namespace tb

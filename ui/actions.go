@@ -1,0 +1,324 @@
+package ui
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/dialog"
+	"fyne.io/fyne/v2/storage"
+
+	"talkbox/app/audio"
+	"talkbox/engine"
+	"talkbox/engine/wav"
+)
+
+// tickInterval is the panel refresh period (about 10 Hz).
+const tickInterval = 100 * time.Millisecond
+
+// selectModel unloads the current model and loads model i in the
+// background; the result comes back through Post.
+func (u *UI) selectModel(i int) {
+	if i < 0 || i >= len(u.cfg.Models) || i == u.modelIdx {
+		return
+	}
+	u.modelIdx = i
+	u.loadSeq++
+	seq := u.loadSeq
+	m := u.cfg.Models[i]
+	old, cur := u.eng, u.cur
+	u.eng = nil
+	if cur != nil {
+		cur.cancel()
+		u.cfg.Player.Stop()
+	}
+	u.speakBtn.Disable()
+	u.device.SetText("Device: –")
+	u.clearError()
+	u.setStatus(fmt.Sprintf("Loading %s…", m.Name))
+	open := u.cfg.Open
+	go func() {
+		// Free the old model first: two large checkpoints may not fit.
+		if old != nil {
+			if cur != nil {
+				<-cur.done
+			}
+			_ = old.Close()
+		}
+		var e Engine
+		err := errors.New("no model loader configured")
+		if open != nil {
+			e, err = open(m.Dir)
+		}
+		u.post(func() {
+			if seq != u.loadSeq { // another model was picked meanwhile
+				if e != nil {
+					go e.Close()
+				}
+				return
+			}
+			if err != nil {
+				u.setStatus("No model loaded.")
+				u.showError(fmt.Sprintf("Could not load model %s: %v", m.Name, err))
+				return
+			}
+			u.setEngine(e)
+		})
+	}()
+}
+
+// setEngine fills the pickers from a freshly loaded model.
+func (u *UI) setEngine(e Engine) {
+	u.eng = e
+	prevVoice, _ := u.voices.value(u.voice.Selected)
+	u.voices = voicePicks(e.Voices(), u.known)
+	u.voice.SetOptions(u.voices.labels)
+	switch {
+	case len(u.voices.labels) == 0:
+		u.voice.ClearSelected()
+		u.voice.PlaceHolder = "(this model has no preset voices)"
+		u.voice.Disable()
+	case u.voices.labelOf(prevVoice) != "":
+		u.voice.Enable()
+		u.voice.SetSelected(u.voices.labelOf(prevVoice))
+	default:
+		u.voice.Enable()
+		u.voice.SetSelectedIndex(0)
+	}
+	u.langs = languagePicks(e.Languages())
+	u.lang.SetOptions(u.langs.labels)
+	u.lang.SetSelectedIndex(0)
+	if e.SupportsInstruct() {
+		u.instructR.Show()
+	} else {
+		u.instructR.Hide()
+	}
+	u.device.SetText("Device: " + e.Device())
+	u.speakBtn.Enable()
+	u.setStatus(fmt.Sprintf("Ready: %s on %s.", e.ModelName(), e.Device()))
+}
+
+// Speak cancels any utterance in flight and starts a new one. It never
+// blocks: the work runs on the utterance's goroutines.
+func (u *UI) Speak() {
+	if u.eng == nil {
+		u.showError("No model is loaded yet.")
+		return
+	}
+	text := strings.TrimSpace(u.text.Text)
+	if text == "" {
+		u.showError("Type some text to speak first.")
+		return
+	}
+	req := engine.Request{Language: "auto"}
+	if len(u.voices.labels) > 0 {
+		v, err := u.voices.value(u.voice.Selected)
+		if err != nil {
+			u.showError("Pick a voice first.")
+			return
+		}
+		req.Voice = v
+	}
+	if l, err := u.langs.value(u.lang.Selected); err == nil {
+		req.Language = l
+	}
+	if u.instructR.Visible() {
+		req.Instruct = strings.TrimSpace(u.instruct.Text)
+	}
+	u.clearError()
+	prev := u.cur
+	if prev != nil {
+		prev.cancel()
+		u.cfg.Player.Stop()
+	}
+	u.nextID++
+	opt := audio.PlayOptions{RTF: u.lastRTF, ExpectedSeconds: expectedSeconds(text), Tag: u.nextID}
+	utt := newUtterance(u.nextID, text, req, u.eng, u.cfg.Player, opt)
+	u.cur = utt
+	u.current.Store(utt)
+	u.stopBtn.Enable()
+	u.panel.reset()
+	if p := audio.Prebuffer(opt); p > 0 {
+		u.setStatus(fmt.Sprintf("Speaking (holding %s of audio first: last RTF %.2f)…", formatSeconds(p), u.lastRTF))
+	} else {
+		u.setStatus("Speaking…")
+	}
+	go func() {
+		utt.run(prev)
+		u.post(func() { u.finish(utt) })
+	}()
+}
+
+// Stop silences the current utterance at once and cancels its synthesis.
+func (u *UI) Stop() {
+	if u.cur == nil {
+		return
+	}
+	u.cur.cancel()
+	u.cfg.Player.Stop()
+	u.setStatus("Stopping…")
+}
+
+// finish records a finished utterance; UI goroutine.
+func (u *UI) finish(utt *utterance) {
+	f := utt.snapshot(audio.Live{})
+	if utt.result.FirstSound > 0 {
+		f.FirstSound = time.Duration(utt.result.FirstSound - utt.submittedMono)
+	}
+	f.Underruns, f.Silent = utt.result.Underruns, utt.result.Silent
+	outcome := "done"
+	switch {
+	case utt.stopped:
+		outcome = "stopped"
+	case utt.err != nil:
+		outcome = "failed"
+	}
+	u.history.add(historyEntry{
+		Text: utt.text, Voice: utt.req.Voice, TTFC: f.TTFC, FirstSound: f.FirstSound, RTF: f.RTF,
+		FramesPerS: f.FramesPerS, Underruns: f.Underruns, Silent: f.Silent, Audio: f.Audio, Outcome: outcome,
+	})
+	if len(utt.pcm) > 0 {
+		u.lastPCM = utt.pcm
+		u.saveBtn.Enable()
+	}
+	if utt != u.cur {
+		return // superseded by a newer Speak, which owns the panel now
+	}
+	u.cur = nil
+	u.current.Store(nil)
+	u.stopBtn.Disable()
+	u.panel.show(f)
+	if !utt.stopped && f.RTF > 0 {
+		u.lastRTF = f.RTF
+	}
+	switch outcome {
+	case "stopped":
+		u.setStatus("Stopped.")
+	case "failed":
+		u.setStatus("Speech failed.")
+		u.showError(userMessage(utt.err))
+	default:
+		u.setStatus(fmt.Sprintf("Done: %s of audio in %s.", formatSeconds(f.Audio), formatSeconds(utt.finished)))
+	}
+}
+
+// userMessage turns an engine error into a sentence for the window; the
+// detail stays in the wrapped text.
+func userMessage(err error) string {
+	switch {
+	case errors.Is(err, engine.ErrUnknownVoice):
+		return "The model does not know this voice: " + err.Error()
+	case errors.Is(err, engine.ErrUnknownLang):
+		return "The model does not support this language: " + err.Error()
+	case errors.Is(err, engine.ErrTextTooLong):
+		return "The text is too long for one request: " + err.Error()
+	case errors.Is(err, engine.ErrUnsupportedReq):
+		return "This model cannot do that: " + err.Error()
+	}
+	return "Speech failed: " + err.Error()
+}
+
+// tick refreshes the panel from atomics about ten times a second while an
+// utterance runs. At most one update is queued at a time, so a busy UI
+// goroutine never accumulates a backlog.
+func (u *UI) tick() {
+	t := time.NewTicker(tickInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-u.stop:
+			return
+		case <-t.C:
+		}
+		utt := u.current.Load()
+		if utt == nil || !u.pending.CompareAndSwap(false, true) {
+			continue
+		}
+		f := utt.snapshot(u.cfg.Player.Live())
+		u.post(func() {
+			u.pending.Store(false)
+			if u.cur == utt { // not finished or superseded meanwhile
+				u.panel.show(f)
+			}
+		})
+	}
+}
+
+// saveDialog asks where to save the last utterance.
+func (u *UI) saveDialog() {
+	if u.win == nil || len(u.lastPCM) == 0 {
+		return
+	}
+	d := dialog.NewFileSave(func(w fyne.URIWriteCloser, err error) {
+		if err != nil {
+			u.showError("Save failed: " + err.Error())
+			return
+		}
+		if w == nil {
+			return // cancelled
+		}
+		path := w.URI().Path()
+		_ = w.Close()
+		u.SaveWAV(path)
+	}, u.win)
+	d.SetFileName("talkbox-" + time.Now().Format("20060102-150405") + ".wav")
+	d.SetFilter(storage.NewExtensionFileFilter([]string{".wav"}))
+	dir := u.cfg.SaveDir
+	if dir == "" {
+		dir = homeDir()
+	}
+	{
+		if l, err := storage.ListerForURI(storage.NewFileURI(dir)); err == nil {
+			d.SetLocation(l)
+		}
+	}
+	d.Show()
+}
+
+// SaveWAV writes the last utterance to path in the background and reports
+// the outcome in the status line.
+func (u *UI) SaveWAV(path string) {
+	pcm := u.lastPCM
+	if len(pcm) == 0 {
+		u.showError("Nothing to save yet: speak something first.")
+		return
+	}
+	if filepath.Ext(path) == "" {
+		path += ".wav"
+	}
+	u.setStatus("Saving " + path + "…")
+	go func() {
+		err := wav.WriteFile(path, pcm, audio.SampleRate, wav.S16)
+		u.post(func() {
+			if err != nil {
+				u.showError("Save failed: " + err.Error())
+				return
+			}
+			u.setStatus(fmt.Sprintf("Saved %s (%s).", path, formatSeconds(time.Duration(float64(len(pcm))/audio.SampleRate*float64(time.Second)))))
+		})
+	}()
+}
+
+func (u *UI) setStatus(s string) { u.status.SetText(s) }
+
+func (u *UI) showError(msg string) {
+	u.errorMsg.SetText(msg)
+	u.errorMsg.Show()
+}
+
+func (u *UI) clearError() {
+	u.errorMsg.SetText("")
+	u.errorMsg.Hide()
+}
+
+// homeDir is where the save dialog starts when no SaveDir is configured.
+func homeDir() string {
+	if h, err := os.UserHomeDir(); err == nil {
+		return h
+	}
+	return "."
+}

@@ -1,0 +1,51 @@
+package ui
+
+import (
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/driver/desktop"
+	"fyne.io/fyne/v2/widget"
+)
+
+// speakShortcut is Ctrl+Enter.
+var speakShortcut = &desktop.CustomShortcut{KeyName: fyne.KeyReturn, Modifier: fyne.KeyModifierControl}
+
+// desktopEnter is Ctrl+keypad Enter, registered next to speakShortcut.
+var desktopEnter = desktop.CustomShortcut{KeyName: fyne.KeyEnter, Modifier: fyne.KeyModifierControl}
+
+// isSpeakShortcut accepts Ctrl+Return and Ctrl+keypad Enter.
+func isSpeakShortcut(s fyne.Shortcut) bool {
+	cs, ok := s.(*desktop.CustomShortcut)
+	return ok && cs.Modifier == fyne.KeyModifierControl && (cs.KeyName == fyne.KeyReturn || cs.KeyName == fyne.KeyEnter)
+}
+
+// speakEntry is the multi-line text box. A focused widget receives the
+// shortcuts instead of the canvas, so the box itself turns Ctrl+Enter into
+// Speak and Esc into Stop.
+type speakEntry struct {
+	widget.Entry
+	onSpeak, onStop func()
+}
+
+func newSpeakEntry() *speakEntry {
+	e := &speakEntry{}
+	e.MultiLine = true
+	e.Wrapping = fyne.TextWrapWord
+	e.ExtendBaseWidget(e)
+	return e
+}
+
+func (e *speakEntry) TypedShortcut(s fyne.Shortcut) {
+	if isSpeakShortcut(s) && e.onSpeak != nil {
+		e.onSpeak()
+		return
+	}
+	e.Entry.TypedShortcut(s)
+}
+
+func (e *speakEntry) TypedKey(k *fyne.KeyEvent) {
+	if k.Name == fyne.KeyEscape && e.onStop != nil {
+		e.onStop()
+		return
+	}
+	e.Entry.TypedKey(k)
+}

@@ -1,0 +1,83 @@
+package ui
+
+import (
+	"fmt"
+	"time"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/layout"
+	"fyne.io/fyne/v2/widget"
+)
+
+// latencyPanel shows the live figures of the current utterance.
+type latencyPanel struct {
+	ttfc, firstSound, rtf, fps, underruns, buffered, progress *widget.Label
+	timeline                                                  *timeline
+	box                                                       fyne.CanvasObject
+}
+
+func newLatencyPanel() *latencyPanel {
+	p := &latencyPanel{timeline: newTimeline()}
+	value := func() *widget.Label {
+		l := widget.NewLabel("–")
+		l.TextStyle = fyne.TextStyle{Monospace: true}
+		return l
+	}
+	p.ttfc, p.firstSound, p.rtf, p.fps = value(), value(), value(), value()
+	p.underruns, p.buffered, p.progress = value(), value(), value()
+	row := func(name string, v *widget.Label) []fyne.CanvasObject {
+		return []fyne.CanvasObject{widget.NewLabel(name), v}
+	}
+	var cells []fyne.CanvasObject
+	cells = append(cells, row("Time to first chunk", p.ttfc)...)
+	cells = append(cells, row("Time to first sound", p.firstSound)...)
+	cells = append(cells, row("Real-time factor", p.rtf)...)
+	cells = append(cells, row("Frames per second", p.fps)...)
+	cells = append(cells, row("Underruns", p.underruns)...)
+	cells = append(cells, row("Buffered", p.buffered)...)
+	cells = append(cells, row("Progress", p.progress)...)
+	p.box = container.NewVBox(container.New(layout.NewFormLayout(), cells...), p.timeline)
+	return p
+}
+
+// show writes a snapshot into the labels; UI goroutine only.
+func (p *latencyPanel) show(f figures) {
+	p.ttfc.SetText(formatMillis(f.TTFC))
+	p.firstSound.SetText(formatMillis(f.FirstSound))
+	if f.RTF > 0 {
+		p.rtf.SetText(fmt.Sprintf("%.2f (%s audio)", f.RTF, formatSeconds(f.Audio)))
+		p.fps.SetText(fmt.Sprintf("%.1f (%d frames)", f.FramesPerS, f.Frames))
+	} else {
+		p.rtf.SetText("–")
+		p.fps.SetText("–")
+	}
+	p.underruns.SetText(fmt.Sprintf("%d (%s silence)", f.Underruns, formatMillis(f.Silent)))
+	held := ""
+	if f.Held {
+		held = " (prebuffering)"
+	}
+	p.buffered.SetText(formatSeconds(f.Buffered) + held)
+	p.progress.SetText(fmt.Sprintf("sentence %d of %d", min(f.Sentence+1, f.Sentences), f.Sentences))
+	if f.Synthesised {
+		p.progress.SetText(fmt.Sprintf("%d of %d sentences synthesised", f.Sentence, f.Sentences))
+	}
+	p.timeline.set(f.Timeline, f.FirstSound, f.Elapsed)
+}
+
+func (p *latencyPanel) reset() {
+	p.show(figures{TTFC: -1, FirstSound: -1})
+	p.progress.SetText("–")
+}
+
+// formatMillis shows a duration in ms; negative means "not yet".
+func formatMillis(d time.Duration) string {
+	if d < 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%d ms", d.Milliseconds())
+}
+
+func formatSeconds(d time.Duration) string {
+	return fmt.Sprintf("%.1f s", d.Seconds())
+}

@@ -1,0 +1,96 @@
+package ui
+
+import (
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// maxSentenceRunes bounds one request: a run-on "sentence" longer than this
+// is cut at the last space or comma before it, so the first audio of a long
+// paragraph never waits for the whole paragraph.
+const maxSentenceRunes = 400
+
+// SplitSentences cuts text into sentences for streaming one after another.
+// It splits after . ! ? … and the CJK 。！？ (with any closing quotes or
+// brackets that follow), and at blank lines. Latin . ! ? end a sentence only
+// when followed by space or the end of text, so "3.14" and "e.g.x" stay
+// whole. Empty pieces are dropped; the text of the pieces joined with single
+// spaces is the input modulo whitespace.
+func SplitSentences(text string) []string {
+	var out []string
+	emit := func(s string) {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			return
+		}
+		for utf8.RuneCountInString(s) > maxSentenceRunes {
+			cut := softCut(s, maxSentenceRunes)
+			out = append(out, strings.TrimSpace(s[:cut]))
+			s = strings.TrimSpace(s[cut:])
+		}
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	start := 0
+	for i := 0; i < len(text); {
+		r, size := utf8.DecodeRuneInString(text[i:])
+		end := i + size
+		switch {
+		case r == '\n' && strings.HasPrefix(strings.TrimLeft(text[end:], " \t\r"), "\n"):
+			emit(text[start:end])
+			start = end
+		case isCJKStop(r) || isLatinStop(r):
+			// Take closing quotes/brackets and repeated stops ("?!", "……").
+			for end < len(text) {
+				r2, s2 := utf8.DecodeRuneInString(text[end:])
+				if !isCloser(r2) && !isCJKStop(r2) && !isLatinStop(r2) {
+					break
+				}
+				end += s2
+			}
+			if isCJKStop(r) || end == len(text) || startsWithSpace(text[end:]) {
+				emit(text[start:end])
+				start = end
+			}
+		}
+		i = end
+	}
+	emit(text[start:])
+	return out
+}
+
+func isCJKStop(r rune) bool   { return r == '。' || r == '！' || r == '？' || r == '；' }
+func isLatinStop(r rune) bool { return r == '.' || r == '!' || r == '?' || r == '…' }
+func isCloser(r rune) bool {
+	return r == '"' || r == '\'' || r == ')' || r == ']' || r == '”' || r == '’' || r == '」' || r == '』' || r == '）'
+}
+
+func startsWithSpace(s string) bool {
+	r, _ := utf8.DecodeRuneInString(s)
+	return unicode.IsSpace(r)
+}
+
+// softCut returns a byte offset at most limit runes into s, preferring the
+// last space or comma so words are not split.
+func softCut(s string, limit int) int {
+	byteLimit, n := len(s), 0
+	for i := range s {
+		if n == limit {
+			byteLimit = i
+			break
+		}
+		n++
+	}
+	best := -1
+	for i, r := range s[:byteLimit] {
+		if unicode.IsSpace(r) || r == ',' || r == '，' || r == '、' {
+			best = i + utf8.RuneLen(r)
+		}
+	}
+	if best <= 0 {
+		return byteLimit
+	}
+	return best
+}

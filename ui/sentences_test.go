@@ -1,0 +1,57 @@
+package ui
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestSplitSentences(t *testing.T) {
+	cases := []struct {
+		in   string
+		want []string
+	}{
+		{"", nil},
+		{"   \n ", nil},
+		{"Hello world", []string{"Hello world"}},
+		{"Hello. How are you? Fine!", []string{"Hello.", "How are you?", "Fine!"}},
+		{"Pi is 3.14 today. Yes.", []string{"Pi is 3.14 today.", "Yes."}},
+		{`He said "stop." Then left.`, []string{`He said "stop."`, "Then left."}},
+		{"Really?! Yes…  ok", []string{"Really?!", "Yes…", "ok"}},
+		{"你好。今天天气很好！你呢？好", []string{"你好。", "今天天气很好！", "你呢？", "好"}},
+		{"「走吧。」他说。", []string{"「走吧。」", "他说。"}},
+		{"Title line\n\nBody text", []string{"Title line", "Body text"}},
+		{"one line\nsame sentence", []string{"one line\nsame sentence"}},
+	}
+	for _, tc := range cases {
+		if got := SplitSentences(tc.in); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("SplitSentences(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// A run-on text without stops is still cut into bounded pieces at spaces,
+// and nothing is lost.
+func TestSplitSentencesBoundsRunOns(t *testing.T) {
+	in := strings.Repeat("word ", 300)
+	got := SplitSentences(in)
+	if len(got) < 3 {
+		t.Fatalf("got %d pieces, want the 1500-rune run-on cut into >= 3", len(got))
+	}
+	for _, s := range got {
+		if n := utf8.RuneCountInString(s); n > maxSentenceRunes {
+			t.Errorf("piece of %d runes exceeds %d", n, maxSentenceRunes)
+		}
+		if strings.HasPrefix(s, "ord") || strings.HasSuffix(s, "wor") {
+			t.Errorf("piece %q splits a word", s[:10])
+		}
+	}
+	if strings.Join(got, " ") != strings.TrimSpace(in) {
+		t.Error("joined pieces differ from the input")
+	}
+	cjk := strings.Repeat("长", 1000)
+	if got := SplitSentences(cjk); len(got) != 3 || strings.Join(got, "") != cjk {
+		t.Errorf("CJK run-on: %d pieces", len(got))
+	}
+}
