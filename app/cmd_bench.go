@@ -8,7 +8,9 @@ import (
 	"slices"
 	"time"
 
+	"talkbox/engine"
 	"talkbox/engine/backend"
+	"talkbox/engine/codec"
 	"talkbox/engine/cpu"
 	"talkbox/engine/model"
 	"talkbox/engine/sample"
@@ -39,6 +41,27 @@ type benchReport struct {
 	PredictorFrameMS float64 `json:"predictor_frame_ms"` // median: all 15 groups of one frame
 	FrameMS          float64 `json:"frame_ms"`           // median wall time between emitted frames
 	RTF              float64 `json:"rtf"`                // frame_ms / 80 ms of audio per frame (12.5 Hz)
+
+	// Codec: streaming decode of random frames, one push each (when the
+	// checkpoint has speech_tokenizer/ and --codec-frames > 0).
+	Codec *codec.BenchResult `json:"codec,omitempty"`
+	// E2E: the whole pipeline from text (when --e2e-frames > 0).
+	E2E *e2eReport `json:"e2e,omitempty"`
+}
+
+// e2eReport times text -> PCM chunks through engine.Synthesize, as the app
+// sees it: TTFC is request -> first 80 ms PCM chunk ready in Go.
+type e2eReport struct {
+	Text         string  `json:"text"`
+	Frames       int     `json:"frames"` // fixed with ExactFrames: random weights never learned EOS
+	Runs         int     `json:"runs"`   // measured runs, after one warm-up
+	TTFCp50MS    float64 `json:"ttfc_p50_ms"`
+	TTFCp95MS    float64 `json:"ttfc_p95_ms"`
+	LMFrameMS    float64 `json:"lm_frame_ms"`    // median over runs of the mean per frame
+	CodecFrameMS float64 `json:"codec_frame_ms"` // likewise
+	AudioSeconds float64 `json:"audio_seconds"`
+	RTF          float64 `json:"rtf"` // median wall / audio
+	PrefillMS    float64 `json:"prefill_ms"`
 }
 
 // stepTimer is implemented by backends that time talker and predictor steps.
@@ -52,6 +75,11 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	runs := fs.Int("runs", 2, "runs (the first is a warm-up when runs > 1)")
 	threads := fs.Int("threads", 0, "CPU threads (0 = all)")
 	rows := fs.Int("prompt-rows", 40, "prefill rows")
+	codecFrames := fs.Int("codec-frames", 10, "frames for the codec benchmark (0 = skip)")
+	e2eFrames := fs.Int("e2e-frames", 0, "frames per end-to-end run from text (0 = skip; 125 = a 10 s utterance)")
+	e2eRuns := fs.Int("e2e-runs", 3, "measured end-to-end runs (after one warm-up)")
+	text := fs.String("text", "Talkbox reads this sentence aloud to measure how fast the first audio arrives.", "text for the end-to-end runs")
+	voice := fs.String("voice", "", "voice for the end-to-end runs (default: the first preset)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -119,8 +147,86 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	rep.PredictorFrameMS = ms(median(pred))
 	rep.PredictorStepMS = rep.PredictorFrameMS / float64(backend.NumGroups-1)
 	rep.RTF = rep.FrameMS / 80
+	lm.Close()
+
+	if *codecFrames > 0 && m.CodecFile != nil {
+		dec, err := codec.New(m)
+		if err != nil {
+			return err
+		}
+		res := codec.BenchStreaming(dec, *codecFrames+1, 7)
+		rep.Codec = &res
+	}
+	if *e2eFrames > 0 {
+		e2e, err := benchEndToEnd(*dir, *backendName, *threads, *text, *voice, *e2eFrames, *e2eRuns)
+		if err != nil {
+			return err
+		}
+		rep.E2E = e2e
+	}
 	enc := json.NewEncoder(stdout)
 	return enc.Encode(rep)
+}
+
+// benchEndToEnd runs the real pipeline (tokenizer, prompt, LM, codec) with a
+// fixed frame count; the first run warms every path and is left out.
+func benchEndToEnd(dir, backendName string, threads int, text, voice string, frames, runs int) (*e2eReport, error) {
+	e, err := engine.Open(dir, engine.Options{Backend: backendName, Threads: threads})
+	if err != nil {
+		return nil, err
+	}
+	defer e.Close()
+	if voice == "" {
+		if vs := e.Voices(); len(vs) > 0 {
+			voice = vs[0].Name
+		}
+	}
+	rep := &e2eReport{Text: text, Frames: frames, Runs: runs}
+	var ttfc, lmFrame, codecFrame, prefill []time.Duration
+	var rtf []float64
+	for r := 0; r <= runs; r++ {
+		ch, err := e.Synthesize(context.Background(), engine.Request{Text: text, Voice: voice, Seed: uint64(r + 1), ExactFrames: frames, ChunkFrames: 1})
+		if err != nil {
+			return nil, err
+		}
+		var st *engine.Stats
+		for c := range ch {
+			if c.Final {
+				if c.Err != nil {
+					return nil, c.Err
+				}
+				st = c.Stats
+			}
+		}
+		if r == 0 {
+			continue
+		}
+		ttfc = append(ttfc, st.TTFC)
+		lmFrame = append(lmFrame, st.LMPerFrame)
+		codecFrame = append(codecFrame, st.CodecPerFrame)
+		prefill = append(prefill, st.Prefill)
+		rtf = append(rtf, st.RTF)
+		rep.AudioSeconds = st.AudioSeconds
+	}
+	rep.TTFCp50MS = ms(percentile(ttfc, 50))
+	rep.TTFCp95MS = ms(percentile(ttfc, 95))
+	rep.LMFrameMS = ms(median(lmFrame))
+	rep.CodecFrameMS = ms(median(codecFrame))
+	rep.PrefillMS = ms(median(prefill))
+	slices.Sort(rtf)
+	rep.RTF = rtf[len(rtf)/2]
+	return rep, nil
+}
+
+// percentile is the nearest-rank percentile.
+func percentile(d []time.Duration, p int) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	i := (p*len(s)+99)/100 - 1
+	return s[max(0, min(i, len(s)-1))]
 }
 
 // benchPrompt makes rows of the talker width with the scale of real prompt

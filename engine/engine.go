@@ -17,6 +17,7 @@ import (
 	"talkbox/engine/backend"
 	"talkbox/engine/codec"
 	"talkbox/engine/cpu"
+	"talkbox/engine/cuda"
 	"talkbox/engine/model"
 	"talkbox/engine/prompt"
 	"talkbox/engine/sample"
@@ -62,16 +63,6 @@ type Engine struct {
 	busy    sync.Mutex
 }
 
-// LMFactory builds a language-model backend for a loaded model. The cuda
-// package registers one (see RegisterCUDA) so this package does not need cgo
-// for the GPU.
-type LMFactory func(m *model.Model, threads int) (backend.LM, error)
-
-var cudaFactory LMFactory
-
-// RegisterCUDA installs the GPU backend's constructor.
-func RegisterCUDA(f LMFactory) { cudaFactory = f }
-
 // Open loads the checkpoint in dir (configs, weights, tokenizer, codec) and
 // starts the chosen backend.
 func Open(dir string, o Options) (*Engine, error) {
@@ -105,28 +96,25 @@ func Open(dir string, o Options) (*Engine, error) {
 	return e, nil
 }
 
+// openLM picks the language-model backend. auto prefers the GPU and falls
+// back to the CPU, logging why; cuda insists and says why it cannot run.
 func openLM(m *model.Model, o Options, log *slog.Logger) (backend.LM, error) {
 	switch strings.ToLower(o.Backend) {
 	case "", BackendAuto:
-		if cudaFactory != nil {
-			lm, err := cudaFactory(m, o.Threads)
-			if err == nil {
-				return lm, nil
-			}
-			log.Info("GPU backend unavailable, using the CPU", "reason", err)
+		lm, err := cuda.New(m, cuda.Options{})
+		if err == nil {
+			return lm, nil
 		}
+		log.Info("GPU backend unavailable, using the CPU", "reason", err)
 		return cpu.New(m, cpu.Options{Threads: o.Threads})
 	case BackendCPU:
 		return cpu.New(m, cpu.Options{Threads: o.Threads})
 	case BackendCUDA:
-		if cudaFactory == nil {
-			return nil, fmt.Errorf("%w: this build has no CUDA backend", ErrNoGPU)
-		}
-		lm, err := cudaFactory(m, o.Threads)
-		if err != nil {
+		lm, err := cuda.New(m, cuda.Options{})
+		if errors.Is(err, cuda.ErrUnavailable) {
 			return nil, fmt.Errorf("%w: %v", ErrNoGPU, err)
 		}
-		return lm, nil
+		return lm, err
 	}
 	return nil, fmt.Errorf("unknown backend %q (want auto, cpu or cuda)", o.Backend)
 }

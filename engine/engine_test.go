@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"talkbox/engine/backend"
@@ -131,5 +132,24 @@ func TestCancelThenSynthesizeAgain(t *testing.T) {
 	a, b := run(), run()
 	if golden.MaxAbsDiff(a, b) != 0 {
 		t.Error("a run after a cancel differs from the next one")
+	}
+}
+
+// Without the native library or a GPU (CI), asking for CUDA is a clear
+// ErrNoGPU and auto falls back to the CPU.
+func TestBackendSelectionWithoutGPU(t *testing.T) {
+	ck := golden.Checkpoint(t, "qwen3-tts-tiny-customvoice")
+	if _, err := Open(ck, Options{Backend: BackendCUDA}); err == nil {
+		t.Skip("a GPU backend is available here; this test covers machines without one")
+	} else if !errors.Is(err, ErrNoGPU) {
+		t.Fatalf("cuda without a GPU: %v, want ErrNoGPU", err)
+	}
+	e, err := Open(ck, Options{Backend: BackendAuto})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if !strings.HasPrefix(e.Device(), "CPU") {
+		t.Errorf("auto without a GPU runs on %q", e.Device())
 	}
 }
