@@ -18,7 +18,7 @@ APT_PACKAGES := gcc g++ pkg-config libgl1-mesa-dev libx11-dev libxcursor-dev lib
 GO_TEST_FLAGS ?=
 FUZZ_TIME ?= 20s
 
-.PHONY: all deps apt-deps go-deps tokenizers build run test test-go fuzz race bench vet fmt native clean
+.PHONY: all deps apt-deps go-deps tokenizers build run test test-go fuzz race bench vet fmt native native-codec clean
 
 all: build
 
@@ -57,7 +57,7 @@ run: build
 	./bin/talkbox
 
 # The test command of the README and of CI.
-test: deps test-go fuzz
+test: deps test-go fuzz test-race-ui
 
 test-go:
 	go vet ./...
@@ -81,9 +81,39 @@ vet:
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
-# The CUDA library (engine/cuda loads it at run time; optional).
-native:
+# The CUDA libraries (engine/cuda and engine/cudacodec load them at run time; optional).
+native: native-codec
 	bash native/build.sh
+
+# The GPU speech-tokenizer decoder alone (native/codec -> native/build/libtalkbox_codec.so).
+native-codec:
+	bash native/codec/build.sh
 
 clean:
 	rm -rf bin
+
+# The window and the audio path under the race detector: the engine->UI
+# bridge and the ring buffer are where races would hide.
+.PHONY: test-race-ui smoke package
+test-race-ui: deps
+	go test -race ./ui/... ./app/audio/...
+
+# The real window under Xvfb with the fake engine: type, Speak, Stop, Speak,
+# screenshot; fails on a Fyne call-thread violation. SHOT=docs/screenshot.png
+# refreshes the README screenshot.
+SHOT ?= bin/smoke.png
+smoke: build
+	ui/smoke.sh $(SHOT)
+
+# Desktop bundle (.tar.xz with binary, .desktop entry and icon) with the
+# deprecated fyne CLI (the new fyne.io/tools CLI is not reachable here). The
+# binary is built here with the tags `fyne package` would use, so the CLI runs
+# from the root and reads FyneApp.toml there.
+FYNE := $(shell go env GOPATH)/bin/fyne
+package: deps
+	@test -x $(FYNE) || go install fyne.io/fyne/v2/cmd/fyne@v2.7.1
+	mkdir -p bin/package
+	go build -tags release,migrated_fynedo -ldflags "-s -w" -o bin/package/talkbox ./app
+	$(FYNE) package --os linux --release --executable bin/package/talkbox --name Talkbox
+	mv Talkbox.tar.xz bin/
+	@echo "bundle: bin/Talkbox.tar.xz"

@@ -2,7 +2,6 @@ package main
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"talkbox/app/audio"
 	"talkbox/app/hub"
 	"talkbox/assets"
+	"talkbox/engine"
 	"talkbox/ui"
 )
 
@@ -36,9 +36,27 @@ const (
 // appID matches FyneApp.toml, so preferences land in one place.
 const appID = "io.github.talkbox"
 
-// openRealEngine loads a checkpoint through the engine package; set by
-// window_engine.go once engine.Open exists.
-var openRealEngine func(dir string) (ui.Engine, error)
+// openRealEngine loads a checkpoint with the engine's default backend
+// choice (CUDA when usable, else the CPU).
+func openRealEngine(dir string) (ui.Engine, error) {
+	e, err := engine.Open(dir, engine.Options{Logger: slog.Default()})
+	if err != nil {
+		return nil, err
+	}
+	return realEngine{e}, nil
+}
+
+// realEngine adapts *engine.Engine to ui.Engine; only Voices differs.
+type realEngine struct{ *engine.Engine }
+
+func (r realEngine) Voices() []ui.Voice {
+	vs := r.Engine.Voices()
+	out := make([]ui.Voice, len(vs))
+	for i, v := range vs {
+		out[i] = ui.Voice{Name: v.Name, Description: v.Description, Dialect: v.Dialect}
+	}
+	return out
+}
 
 func init() { windowMain = runWindow }
 
@@ -67,12 +85,7 @@ func runWindow() error {
 			return &ui.FakeEngine{RTF: rtf, Prefill: 30 * time.Millisecond, Instruct: true}, nil
 		}
 	} else {
-		cfg.Open = func(dir string) (ui.Engine, error) {
-			if openRealEngine == nil {
-				return nil, errors.New("this build has no inference engine yet")
-			}
-			return openRealEngine(dir)
-		}
+		cfg.Open = openRealEngine
 		store, models, err := installedModels()
 		if err != nil {
 			slog.Warn("listing models", "err", err)

@@ -67,7 +67,9 @@ func (p *latencyPanel) show(f figures) {
 
 func (p *latencyPanel) reset() {
 	p.show(figures{TTFC: -1, FirstSound: -1})
-	p.progress.SetText("–")
+	for _, l := range []*widget.Label{p.underruns, p.buffered, p.progress} {
+		l.SetText("–")
+	}
 }
 
 // formatMillis shows a duration in ms; negative means "not yet".

@@ -11,13 +11,13 @@ import (
 // voiceLabel is what the picker shows for a speaker: the name, a short
 // description and the dialect when the speaker has one.
 func voiceLabel(v Voice, known map[string]assets.VoiceInfo) string {
-	desc, dialect := v.Description, v.Dialect
+	desc, dialect := v.Description, humanize(v.Dialect)
 	if info, ok := known[strings.ToLower(v.Name)]; ok {
 		if desc == "" {
 			desc = info.Description
 		}
-		if dialect == "" {
-			dialect = info.Dialect
+		if info.Dialect != "" {
+			dialect = info.Dialect // the curated wording wins over "sichuan_dialect"
 		}
 	}
 	label := displayName(v.Name)
@@ -39,6 +39,17 @@ func displayName(name string) string {
 		parts[i] = string(r)
 	}
 	return strings.Join(parts, " ")
+}
+
+// humanize turns an identifier like "sichuan_dialect" into "Sichuan dialect".
+func humanize(id string) string {
+	s := strings.TrimSpace(strings.ReplaceAll(id, "_", " "))
+	if s == "" {
+		return ""
+	}
+	r := []rune(s)
+	r[0] = unicode.ToUpper(r[0])
+	return string(r)
 }
 
 // languageLabel shows "auto" as "Auto" and capitalises the rest.

@@ -25,6 +25,7 @@ type UI struct {
 	stop    chan struct{}
 	stopped sync.Once
 	pending atomic.Bool // a panel update is queued and not yet run
+	closed  atomic.Bool // after Close nothing more is posted to the UI
 
 	// UI goroutine state.
 	eng       Engine
@@ -57,9 +58,23 @@ type UI struct {
 // New builds the widgets. It starts no goroutines; call Start once the
 // window shows.
 func New(cfg Config) *UI {
-	u := &UI{cfg: cfg, post: cfg.Post, stop: make(chan struct{}), modelIdx: -1}
-	if u.post == nil {
-		u.post = fyne.Do
+	u := &UI{cfg: cfg, stop: make(chan struct{}), modelIdx: -1}
+	post := cfg.Post
+	if post == nil {
+		post = fyne.Do
+	}
+	// After Close (the window is gone, the event loop may have ended) late
+	// completions from background goroutines are dropped, both when posted
+	// and when a queued one finally runs.
+	u.post = func(f func()) {
+		if u.closed.Load() {
+			return
+		}
+		post(func() {
+			if !u.closed.Load() {
+				f()
+			}
+		})
 	}
 	// A broken voices.json only loses the descriptions; names still show.
 	u.known, _ = assets.Voices()
@@ -119,9 +134,7 @@ func (u *UI) build() {
 	u.panel.reset()
 	u.history = newHistoryList(func(text string) { u.text.SetText(text) })
 
-	top := container.NewBorder(nil, nil,
-		container.NewHBox(widget.NewLabel("Model"), u.model), nil,
-		container.NewHBox(u.device))
+	top := container.NewBorder(nil, nil, widget.NewLabel("Model"), u.device, u.model)
 	picks := container.NewVBox(
 		container.NewBorder(nil, nil, widget.NewLabel("Voice"), nil, u.voice),
 		container.NewBorder(nil, nil, widget.NewLabel("Language"), nil, u.lang),
@@ -190,6 +203,7 @@ func (u *UI) Start() {
 // Close stops the ticker and any speech, then closes the engine in the
 // background once the utterance has wound down.
 func (u *UI) Close() {
+	u.closed.Store(true)
 	u.stopped.Do(func() { close(u.stop) })
 	cur, eng := u.cur, u.eng
 	u.eng = nil

@@ -13,6 +13,7 @@ import (
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/driver/desktop"
 	"fyne.io/fyne/v2/test"
+	"fyne.io/fyne/v2/widget"
 
 	"talkbox/app/audio"
 	"talkbox/engine"
@@ -328,3 +329,78 @@ func TestStyleFieldOnlyWhenSupported(t *testing.T) {
 		t.Fatalf("requests %+v, want instruct %q and language auto", reqs, "whisper softly")
 	}
 }
+
+// Slower than real time: the first utterance (RTF unknown) starts at once
+// and underruns; the next one uses the measured RTF to hold audio back and
+// plays without gaps.
+func TestPrebufferFollowsMeasuredRTF(t *testing.T) {
+	h := newHarness(t, &FakeEngine{RTF: 1.3}, nil)
+	h.ready()
+	u := h.ui
+	text := "Fifteen frames!" // 15 runes -> 15 frames, 1.2 s of audio
+	u.text.SetText(text)
+	test.Tap(u.speakBtn)
+	h.waitFor("the first utterance", h.idle)
+	first := u.history.entries[0]
+	if first.Underruns == 0 || first.RTF < 1.1 {
+		t.Fatalf("first utterance at RTF 1.3 without prebuffer: %+v, want underruns and RTF > 1.1", first)
+	}
+	test.Tap(u.speakBtn)
+	if !strings.Contains(u.status.Text, "holding") {
+		t.Errorf("status %q does not mention the prebuffer", u.status.Text)
+	}
+	h.waitFor("the second utterance", func() bool { return h.idle() && len(u.history.entries) == 2 })
+	second := u.history.entries[0]
+	t.Logf("RTF 1.3: without prebuffer %d underruns (%v), first sound %v; with prebuffer %d underruns, first sound %v",
+		first.Underruns, first.Silent, first.FirstSound, second.Underruns, second.FirstSound)
+	if second.Underruns != 0 || second.FirstSound <= first.FirstSound {
+		t.Fatalf("second utterance %+v: want 0 underruns and a later first sound than %v", second, first.FirstSound)
+	}
+}
+
+// With no model installed the welcome (first-run) panel shows; a model
+// added later hides it and loads.
+func TestWelcomeUntilModelAdded(t *testing.T) {
+	test.NewTempApp(t)
+	q := make(chan func(), 64)
+	welcome := widget.NewLabel("download a model")
+	fake := &FakeEngine{RTF: 0.2}
+	var opened []string
+	u := New(Config{
+		Open:    func(dir string) (Engine, error) { opened = append(opened, dir); return fake, nil },
+		Player:  stubPlayer{},
+		Post:    func(f func()) { q <- f },
+		Welcome: welcome,
+	})
+	test.NewTempWindow(t, u.Content())
+	u.Start()
+	defer u.Close()
+	if !welcome.Visible() || !u.speakBtn.Disabled() || !strings.Contains(u.status.Text, "No model") {
+		t.Fatalf("no models: welcome visible=%v speak disabled=%v status %q", welcome.Visible(), u.speakBtn.Disabled(), u.status.Text)
+	}
+	u.AddModel(Model{Name: "new", Dir: "/models/new"})
+	select {
+	case f := <-q:
+		f()
+	case <-time.After(5 * time.Second):
+		t.Fatal("model never loaded")
+	}
+	if welcome.Visible() || u.speakBtn.Disabled() || u.model.Selected != "new" || len(opened) != 1 || opened[0] != "/models/new" {
+		t.Fatalf("after AddModel: welcome visible=%v speak disabled=%v selected %q opened %q", welcome.Visible(), u.speakBtn.Disabled(), u.model.Selected, opened)
+	}
+	if u.audioWarn.Visible() {
+		t.Error("audio warning shown for a player with a device")
+	}
+}
+
+// stubPlayer has a device and discards audio; for tests that never speak.
+type stubPlayer struct{}
+
+func (stubPlayer) Play(ctx context.Context, ch <-chan engine.Chunk, _ audio.PlayOptions) (audio.Result, error) {
+	for range ch {
+	}
+	return audio.Result{}, nil
+}
+func (stubPlayer) Stop()            {}
+func (stubPlayer) Live() audio.Live { return audio.Live{} }
+func (stubPlayer) NoDevice() bool   { return false }

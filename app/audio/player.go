@@ -194,11 +194,17 @@ func (p *Player) write(ctx context.Context, pcm []float32, release func()) error
 }
 
 // drain waits until the consumer has read up to end (or a flush moved it
-// past).
+// past). A device that stops calling back would otherwise hang the caller,
+// so it gives up two seconds after the buffered audio should have played.
 func (p *Player) drain(ctx context.Context, end uint64) error {
 	t := time.NewTicker(5 * time.Millisecond)
 	defer t.Stop()
+	left := samplesToDuration(end - min(end, p.ring.r.Load()))
+	deadline := time.Now().Add(left + 2*time.Second)
 	for p.ring.r.Load() < end {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("audio: %s backend stopped playing with %v of audio left", p.out.backend, samplesToDuration(end-p.ring.r.Load()))
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()

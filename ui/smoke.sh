@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Smoke test of the real window under Xvfb (desktop-notes §3): start
+# bin/talkbox with the fake engine and the null audio backend, type text,
+# press Ctrl+Enter, Esc, Ctrl+Enter again, take a screenshot while it speaks,
+# and fail if Fyne logged a call-thread violation or the window never
+# appeared.
+# Usage: ui/smoke.sh [screenshot.png]   (run from the repository root)
+set -euo pipefail
+shot=${1:-bin/smoke.png}
+bin=${TALKBOX_BIN:-bin/talkbox}
+
+if [ -z "${TALKBOX_SMOKE_DISPLAY:-}" ]; then
+	exec env TALKBOX_SMOKE_DISPLAY=1 xvfb-run -a -s "-screen 0 1280x800x24" "$0" "$@"
+fi
+
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+export LANG=en_US.UTF-8 TALKBOX_FAKE_ENGINE=1 TALKBOX_FAKE_RTF=${TALKBOX_FAKE_RTF:-0.4} \
+	TALKBOX_AUDIO=null TALKBOX_QUIT_AFTER=${TALKBOX_QUIT_AFTER:-25s}
+"$bin" >"$log" 2>&1 &
+app=$!
+
+wid=""
+for _ in $(seq 1 100); do
+	wid=$(xdotool search --name '^Talkbox$' 2>/dev/null | head -1 || true)
+	[ -n "$wid" ] && break
+	sleep 0.1
+done
+if [ -z "$wid" ]; then
+	echo "smoke: the Talkbox window did not appear"
+	cat "$log"
+	kill "$app" 2>/dev/null || true
+	exit 1
+fi
+sleep 1.5 # let the (fake) model load and the first frame render
+xdotool mousemove --window "$wid" 260 200 click 1
+sleep 0.3
+LC_ALL=C.UTF-8 xdotool type --delay 30 "Hello from Talkbox. This sentence streams while the first one plays!"
+xdotool key Return
+LC_ALL=C.UTF-8 xdotool type --delay 30 "How does it sound?"
+xdotool key ctrl+Return
+sleep 1.2
+xdotool key Escape # stop mid-utterance: it lands in the history as stopped
+sleep 0.6
+xdotool key ctrl+Return # speak again after a stop
+sleep 2.5               # mid-utterance: the latency panel is live
+mkdir -p "$(dirname "$shot")"
+xwd -id "$wid" -silent | xwdtopnm 2>/dev/null | pnmtopng >"$shot"
+sleep 0.5
+kill "$app" 2>/dev/null || true
+wait "$app" 2>/dev/null || true
+
+if grep -q "Error in Fyne call thread" "$log"; then
+	echo "smoke: Fyne call-thread violation:"
+	cat "$log"
+	exit 1
+fi
+if [ ! -s "$shot" ] || [ "$(stat -c %s "$shot")" -lt 20000 ]; then
+	echo "smoke: screenshot $shot is missing or blank"
+	cat "$log"
+	exit 1
+fi
+echo "smoke: ok, screenshot in $shot"
