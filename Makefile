@@ -72,8 +72,16 @@ fuzz: deps
 race: deps
 	go test -race ./...
 
+# Speed on a synthetic checkpoint of the real 0.6B shapes (random weights),
+# made once; the tokenizer files come from the golden data when it is there.
+SYNTH_DIR ?= $(CACHE)/synth-0.6b
+BACKEND ?= cpu
+GOLDEN_TOKENIZER := $(ROOT)/../shared/testdata/golden/checkpoints/qwen3-tts-tiny-customvoice
 bench: build
-	./bin/talkbox bench --help >/dev/null 2>&1 || true
+	@[ -f $(SYNTH_DIR)/model.safetensors ] || ./bin/talkbox synth --size 0.6b --out $(SYNTH_DIR) \
+		$$( [ -f $(GOLDEN_TOKENIZER)/vocab.json ] && echo --tokenizer-from $(GOLDEN_TOKENIZER) )
+	./bin/talkbox bench --model $(SYNTH_DIR) --backend $(BACKEND) \
+		$$( [ -f $(SYNTH_DIR)/vocab.json ] && echo --e2e-frames 12 )
 
 vet:
 	go vet ./...
