@@ -18,7 +18,7 @@ APT_PACKAGES := gcc g++ pkg-config libgl1-mesa-dev libx11-dev libxcursor-dev lib
 GO_TEST_FLAGS ?=
 FUZZ_TIME ?= 20s
 
-.PHONY: all deps apt-deps go-deps tokenizers build run test test-go fuzz race bench vet fmt native native-codec clean
+.PHONY: cli cli-portable all deps apt-deps go-deps tokenizers build run test test-go fuzz race bench vet fmt native native-codec clean
 
 all: build
 
@@ -52,6 +52,16 @@ $(TOKENIZERS_LIB):
 build: deps
 	mkdir -p bin
 	go build -o bin/talkbox ./app
+
+# A CLI-only binary without the window (no X11/GL libraries needed), and a
+# pure-Go one for machines without OpenBLAS, e.g. GPU benchmark hosts.
+cli: deps
+	mkdir -p bin
+	go build -tags nogui -o bin/talkbox-cli ./app
+
+cli-portable: deps
+	mkdir -p bin
+	go build -tags nogui,noblas -o bin/talkbox-portable ./app
 
 run: build
 	./bin/talkbox

@@ -1,3 +1,8 @@
+//go:build !nogui
+
+// The window; leave it out with -tags nogui for a CLI-only binary (servers,
+// benchmark machines without X11/GL libraries).
+
 package main
 
 import (
