@@ -18,6 +18,7 @@ import (
 	"talkbox/engine/codec"
 	"talkbox/engine/cpu"
 	"talkbox/engine/cuda"
+	"talkbox/engine/cudacodec"
 	"talkbox/engine/model"
 	"talkbox/engine/prompt"
 	"talkbox/engine/sample"
@@ -59,8 +60,10 @@ type Engine struct {
 	prompts *prompt.Builder
 	lm      backend.LM
 	codec   backend.Codec
-	log     *slog.Logger
-	busy    sync.Mutex
+	// gpuCodec is set when codec runs on the GPU; it holds device memory.
+	gpuCodec *cudacodec.Codec
+	log      *slog.Logger
+	busy     sync.Mutex
 }
 
 // Open loads the checkpoint in dir (configs, weights, tokenizer, codec) and
@@ -93,6 +96,16 @@ func Open(dir string, o Options) (*Engine, error) {
 	if e.lm, err = openLM(m, o, log); err != nil {
 		return fail(err)
 	}
+	// With the LM on the GPU, decode there too (its own CUDA stream, so the
+	// codec of frame k overlaps the LM of frame k+1); the CPU codec remains
+	// the fallback when the codec library is missing.
+	if _, onGPU := e.lm.(*cuda.LM); onGPU {
+		if gpu, err := cudacodec.New(dec); err == nil {
+			e.codec, e.gpuCodec = gpu, gpu
+		} else {
+			log.Info("GPU codec unavailable, decoding on the CPU", "reason", err)
+		}
+	}
 	return e, nil
 }
 
@@ -122,6 +135,9 @@ func openLM(m *model.Model, o Options, log *slog.Logger) (backend.LM, error) {
 // Close releases the backend and unmaps the weights.
 func (e *Engine) Close() error {
 	var errs []error
+	if e.gpuCodec != nil {
+		errs = append(errs, e.gpuCodec.Close())
+	}
 	if e.lm != nil {
 		errs = append(errs, e.lm.Close())
 	}
