@@ -3,26 +3,31 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"time"
 
 	"talkbox/engine"
 	"talkbox/engine/backend"
 	"talkbox/engine/codec"
 	"talkbox/engine/cpu"
+	"talkbox/engine/cuda"
+	"talkbox/engine/cudacodec"
 	"talkbox/engine/model"
 	"talkbox/engine/sample"
 )
 
 func init() {
-	register(verb{name: "bench", summary: "measure LM speed (prefill, talker and predictor steps, frames) as JSON", run: runBench})
+	register(verb{name: "bench", summary: "measure speed (LM steps, codec, time to first chunk, RTF) as one JSON object", run: runBench})
 }
 
-// benchReport is the one JSON object the bench verb prints. Fields are
-// grouped by stage so later stages (codec, time to first chunk) can be added
-// as new omitempty fields without changing the existing ones.
+// benchReport is the one JSON object the bench verb prints. The LM fields
+// are flat (the first version of this verb printed them so); later stages are
+// omitempty objects.
 type benchReport struct {
 	Device       string `json:"device"`
 	Backend      string `json:"backend"`
@@ -30,23 +35,24 @@ type benchReport struct {
 	ModelType    string `json:"model_type"`
 	Threads      int    `json:"threads,omitempty"`
 	PromptRows   int    `json:"prompt_rows"`
-	Frames       int    `json:"frames"` // frames per run
+	Frames       int    `json:"frames"` // frames per run (CPU) or timed launches (CUDA)
 	Runs         int    `json:"runs"`
-	WarmupFrames int    `json:"warmup_frames"` // frames left out of the medians
+	WarmupFrames int    `json:"warmup_frames"` // frames or launches left out of the medians
+	Timer        string `json:"timer"`         // "wall" (CPU) or "cuda events"
 
-	LoadMS           float64 `json:"load_ms"`            // weight conversion at New
-	PrefillMS        float64 `json:"prefill_ms"`         // median over runs, all prompt rows in one pass
+	LoadMS           float64 `json:"load_ms"`            // weight conversion/upload and warm-up
+	PrefillMS        float64 `json:"prefill_ms"`         // median, all prompt rows in one pass
 	TalkerStepMS     float64 `json:"talker_step_ms"`     // median: one position through the talker + codec head
-	PredictorStepMS  float64 `json:"predictor_step_ms"`  // median frame pass / 15 groups
-	PredictorFrameMS float64 `json:"predictor_frame_ms"` // median: all 15 groups of one frame
-	FrameMS          float64 `json:"frame_ms"`           // median wall time between emitted frames
-	RTF              float64 `json:"rtf"`                // frame_ms / 80 ms of audio per frame (12.5 Hz)
+	PredictorStepMS  float64 `json:"predictor_step_ms"`  // median: one code-predictor step
+	PredictorFrameMS float64 `json:"predictor_frame_ms"` // all 15 predictor steps of a frame
+	FrameMS          float64 `json:"frame_ms"`           // median frame (sampling, as generation_config says)
+	FrameGreedyMS    float64 `json:"frame_greedy_ms,omitempty"`
+	RTF              float64 `json:"rtf"` // frame_ms / 80 ms of audio per frame (12.5 Hz)
 
-	// Codec: streaming decode of random frames, one push each (when the
-	// checkpoint has speech_tokenizer/ and --codec-frames > 0).
-	Codec *codec.BenchResult `json:"codec,omitempty"`
-	// E2E: the whole pipeline from text (when --e2e-frames > 0).
-	E2E *e2eReport `json:"e2e,omitempty"`
+	Codec    *codec.BenchResult     `json:"codec,omitempty"`     // CPU streaming decode, one frame per push
+	CodecGPU *cudacodec.BenchResult `json:"codec_gpu,omitempty"` // GPU streaming decode, one frame per push
+	E2E      *e2eReport             `json:"e2e,omitempty"`       // text -> PCM through engine.Synthesize
+	Streams  *streamsReport         `json:"streams,omitempty"`   // concurrent utterances
 }
 
 // e2eReport times text -> PCM chunks through engine.Synthesize, as the app
@@ -64,70 +70,112 @@ type e2eReport struct {
 	PrefillMS    float64 `json:"prefill_ms"`
 }
 
-// stepTimer is implemented by backends that time talker and predictor steps.
-type stepTimer interface{ LastStepTimes() cpu.StepTimes }
+// streamsReport is N engines synthesising at once, one utterance each.
+type streamsReport struct {
+	Streams int       `json:"streams"`
+	Frames  int       `json:"frames"`
+	RTF     []float64 `json:"rtf_per_stream"`
+	TTFCMS  []float64 `json:"ttfc_ms_per_stream"`
+	MaxRTF  float64   `json:"max_rtf"`
+}
+
+type benchFlags struct {
+	dir, backend, text, voice       string
+	frames, runs, threads, rows     int
+	codecFrames, e2eFrames, e2eRuns int
+	streams                         int
+}
 
 func runBench(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("bench", stderr)
-	dir := fs.String("model", "", "model directory (e.g. from talkbox synth)")
-	backendName := fs.String("backend", "cpu", "backend: cpu")
-	frames := fs.Int("frames", 16, "frames per run")
-	runs := fs.Int("runs", 2, "runs (the first is a warm-up when runs > 1)")
-	threads := fs.Int("threads", 0, "CPU threads (0 = all)")
-	rows := fs.Int("prompt-rows", 40, "prefill rows")
-	codecFrames := fs.Int("codec-frames", 10, "frames for the codec benchmark (0 = skip)")
-	e2eFrames := fs.Int("e2e-frames", 0, "frames per end-to-end run from text (0 = skip; 125 = a 10 s utterance)")
-	e2eRuns := fs.Int("e2e-runs", 3, "measured end-to-end runs (after one warm-up)")
-	text := fs.String("text", "Talkbox reads this sentence aloud to measure how fast the first audio arrives.", "text for the end-to-end runs")
-	voice := fs.String("voice", "", "voice for the end-to-end runs (default: the first preset)")
+	var f benchFlags
+	fs.StringVar(&f.dir, "model", "", "model directory (e.g. from talkbox synth)")
+	fs.StringVar(&f.backend, "backend", "cpu", "backend: cpu or cuda")
+	fs.IntVar(&f.frames, "frames", 16, "CPU: frames per run; CUDA: timed launches per kind (x10)")
+	fs.IntVar(&f.runs, "runs", 2, "CPU runs (the first is a warm-up when runs > 1)")
+	fs.IntVar(&f.threads, "threads", 0, "CPU threads (0 = all)")
+	fs.IntVar(&f.rows, "prompt-rows", 40, "prefill rows")
+	fs.IntVar(&f.codecFrames, "codec-frames", 10, "frames for the codec benchmark (0 = skip)")
+	fs.IntVar(&f.e2eFrames, "e2e-frames", 0, "frames per end-to-end run from text (0 = skip; 125 = a 10 s utterance)")
+	fs.IntVar(&f.e2eRuns, "e2e-runs", 3, "measured end-to-end runs (after one warm-up)")
+	fs.IntVar(&f.streams, "streams", 0, "also run N engines concurrently, one utterance of --e2e-frames each (0 = skip)")
+	fs.StringVar(&f.text, "text", "Talkbox reads this sentence aloud to measure how fast the first audio arrives.", "text for the end-to-end runs")
+	fs.StringVar(&f.voice, "voice", "", "voice for the end-to-end runs (default: the first preset)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *dir == "" {
+	if f.dir == "" {
 		return usageErrorf("--model DIR is required")
 	}
-	if *frames < 2 || *runs < 1 || *rows < 1 || *threads < 0 {
-		return usageErrorf("--frames must be >= 2, --runs and --prompt-rows >= 1, --threads >= 0")
+	if f.frames < 2 || f.runs < 1 || f.rows < 1 || f.threads < 0 || f.streams < 0 {
+		return usageErrorf("--frames must be >= 2, --runs and --prompt-rows >= 1, --threads and --streams >= 0")
 	}
-	m, err := model.Load(*dir, model.Options{})
+	if f.backend != engine.BackendCPU && f.backend != engine.BackendCUDA {
+		return usageErrorf("unknown backend %q (want cpu or cuda)", f.backend)
+	}
+	m, err := model.Load(f.dir, model.Options{})
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-
-	start := time.Now()
-	var lm backend.LM
-	switch *backendName {
-	case "cpu":
-		lm, err = cpu.New(m, cpu.Options{Threads: *threads})
-	default:
-		return usageErrorf("unknown backend %q (want cpu)", *backendName)
+	rep := &benchReport{Backend: f.backend, Model: m.Config.SizeName(), ModelType: m.Config.TTSModelType,
+		Threads: f.threads, PromptRows: f.rows}
+	if f.backend == engine.BackendCPU {
+		err = benchCPULM(m, f, rep)
+	} else {
+		err = benchCUDALM(m, f, rep)
 	}
 	if err != nil {
 		return err
 	}
-	defer lm.Close()
-	rep := benchReport{Device: lm.Device(), Backend: *backendName, Model: m.Config.SizeName(), ModelType: m.Config.TTSModelType,
-		Threads: *threads, PromptRows: *rows, Frames: *frames, Runs: *runs, LoadMS: ms(time.Since(start))}
-
-	prompt := benchPrompt(m.Config.Talker.HiddenSize, *rows)
-	g := m.Generation
-	opt := backend.GenerateOptions{
-		Talker:      sample.Params{DoSample: g.DoSample, Temperature: g.Temperature, TopK: g.TopK, TopP: g.TopP, RepetitionPenalty: g.RepetitionPenalty},
-		Predictor:   sample.Params{DoSample: g.SubtalkerDoSample, Temperature: g.SubtalkerTemperature, TopK: g.SubtalkerTopK, TopP: g.SubtalkerTopP, RepetitionPenalty: 1},
-		ExactFrames: *frames, // random weights never learned EOS; time a fixed length
+	if f.codecFrames > 0 && m.CodecFile != nil {
+		if err := benchCodec(m, f, rep); err != nil {
+			return err
+		}
 	}
+	if f.e2eFrames > 0 {
+		if rep.E2E, err = benchEndToEnd(f); err != nil {
+			return err
+		}
+		if f.streams > 0 {
+			if rep.Streams, err = benchStreams(f); err != nil {
+				return err
+			}
+		}
+	}
+	return json.NewEncoder(stdout).Encode(rep)
+}
+
+// generationOptions are the checkpoint's sampling settings.
+func generationOptions(g model.GenerationConfig) (talker, predictor sample.Params) {
+	talker = sample.Params{DoSample: g.DoSample, Temperature: g.Temperature, TopK: g.TopK, TopP: g.TopP, RepetitionPenalty: g.RepetitionPenalty}
+	predictor = sample.Params{DoSample: g.SubtalkerDoSample, Temperature: g.SubtalkerTemperature, TopK: g.SubtalkerTopK, TopP: g.SubtalkerTopP, RepetitionPenalty: 1}
+	return
+}
+
+// benchCPULM times the CPU LM with wall clocks over whole Generate runs.
+func benchCPULM(m *model.Model, f benchFlags, rep *benchReport) error {
+	start := time.Now()
+	lm, err := cpu.New(m, cpu.Options{Threads: f.threads})
+	if err != nil {
+		return err
+	}
+	defer lm.Close()
+	rep.Device, rep.Timer, rep.LoadMS = lm.Device(), "wall", ms(time.Since(start))
+	rep.Frames, rep.Runs = f.frames, f.runs
+	prompt := benchPrompt(m.Config.Talker.HiddenSize, f.rows)
+	opt := backend.GenerateOptions{ExactFrames: f.frames} // random weights never learned EOS; time a fixed length
+	opt.Talker, opt.Predictor = generationOptions(m.Generation)
 	var prefill, talker, pred, frame []time.Duration
-	for r := 0; r < *runs; r++ {
+	for r := 0; r < f.runs; r++ {
 		opt.Seed = uint64(r + 1)
-		out := make(chan backend.Frame, *frames)
+		out := make(chan backend.Frame, f.frames)
 		res, err := lm.Generate(context.Background(), prompt, opt, out)
 		if err != nil {
 			return err
 		}
-		warm := *runs > 1 && r == 0
-		if warm {
-			continue
+		if f.runs > 1 && r == 0 {
+			continue // warm-up
 		}
 		// Within a measured run the first frames still warm caches and the
 		// scheduler; leave them out of the per-step medians.
@@ -135,11 +183,9 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		rep.WarmupFrames = skip
 		prefill = append(prefill, res.Prefill)
 		frame = append(frame, res.FrameTimes[skip:]...)
-		if st, ok := lm.(stepTimer); ok {
-			steps := st.LastStepTimes()
-			talker = append(talker, steps.Talker[min(skip, len(steps.Talker)):]...)
-			pred = append(pred, steps.Predictor[min(skip, len(steps.Predictor)):]...)
-		}
+		steps := lm.LastStepTimes()
+		talker = append(talker, steps.Talker[min(skip, len(steps.Talker)):]...)
+		pred = append(pred, steps.Predictor[min(skip, len(steps.Predictor)):]...)
 	}
 	rep.PrefillMS = ms(median(prefill))
 	rep.FrameMS = ms(median(frame))
@@ -147,56 +193,127 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	rep.PredictorFrameMS = ms(median(pred))
 	rep.PredictorStepMS = rep.PredictorFrameMS / float64(backend.NumGroups-1)
 	rep.RTF = rep.FrameMS / 80
-	lm.Close()
+	return nil
+}
 
-	if *codecFrames > 0 && m.CodecFile != nil {
-		dec, err := codec.New(m)
+// benchCUDALM times each kind of launch with CUDA events after a warm-up.
+func benchCUDALM(m *model.Model, f benchFlags, rep *benchReport) error {
+	start := time.Now()
+	lm, err := cuda.NewLM(m, cuda.Options{})
+	if err != nil {
+		return err
+	}
+	defer lm.Close()
+	rep.Device, rep.Timer, rep.LoadMS = lm.Device(), "cuda events", ms(time.Since(start))
+	iters := 10 * f.frames
+	const warm = 20
+	rep.Frames, rep.Runs, rep.WarmupFrames = iters, 1, warm
+	talker, predictor := generationOptions(m.Generation)
+	prompt := cuda.SyntheticPrompt(m.Config.Talker.HiddenSize, f.rows, 8, 1)
+	timed := func(kind cuda.BenchKind, t, p sample.Params) (float64, error) {
+		v, err := lm.Bench(prompt, t, p, kind, warm+iters)
 		if err != nil {
-			return err
+			return 0, err
 		}
-		res := codec.BenchStreaming(dec, *codecFrames+1, 7)
+		s := slices.Clone(v[warm:])
+		slices.Sort(s)
+		return float64(s[len(s)/2]), nil
+	}
+	if rep.TalkerStepMS, err = timed(cuda.BenchTalkerStep, talker, predictor); err != nil {
+		return err
+	}
+	if rep.PredictorStepMS, err = timed(cuda.BenchPredictorStep, talker, predictor); err != nil {
+		return err
+	}
+	rep.PredictorFrameMS = rep.PredictorStepMS * float64(backend.NumGroups-1)
+	if rep.FrameMS, err = timed(cuda.BenchFrame, talker, predictor); err != nil {
+		return err
+	}
+	g := sample.Greedy()
+	if rep.FrameGreedyMS, err = timed(cuda.BenchFrame, g, g); err != nil {
+		return err
+	}
+	if rep.PrefillMS, err = timed(cuda.BenchPrefill, talker, predictor); err != nil {
+		return err
+	}
+	rep.RTF = rep.FrameMS / 80
+	return nil
+}
+
+// benchCodec times the streaming decoder of the checkpoint, one frame per
+// push: on the CPU always, and on the GPU with the cuda backend.
+func benchCodec(m *model.Model, f benchFlags, rep *benchReport) error {
+	dec, err := codec.New(m)
+	if err != nil {
+		return err
+	}
+	if f.backend == engine.BackendCPU {
+		res := codec.BenchStreaming(dec, f.codecFrames+1, 7)
 		rep.Codec = &res
+		return nil
 	}
-	if *e2eFrames > 0 {
-		e2e, err := benchEndToEnd(*dir, *backendName, *threads, *text, *voice, *e2eFrames, *e2eRuns)
-		if err != nil {
-			return err
+	gpu, err := cudacodec.New(dec)
+	if err != nil {
+		return err
+	}
+	defer gpu.Close()
+	res, err := cudacodec.Bench(gpu, 1, 20, max(f.codecFrames, 50), 7)
+	if err != nil {
+		return err
+	}
+	rep.CodecGPU = &res
+	return nil
+}
+
+// synthesizeOnce runs one utterance to the end and returns its stats.
+func synthesizeOnce(e *engine.Engine, f benchFlags, voice string, seed uint64) (*engine.Stats, error) {
+	ch, err := e.Synthesize(context.Background(), engine.Request{Text: f.text, Voice: voice, Seed: seed, ExactFrames: f.e2eFrames, ChunkFrames: 1})
+	if err != nil {
+		return nil, err
+	}
+	var st *engine.Stats
+	var runErr error
+	for c := range ch {
+		if c.Final {
+			st, runErr = c.Stats, c.Err
 		}
-		rep.E2E = e2e
 	}
-	enc := json.NewEncoder(stdout)
-	return enc.Encode(rep)
+	if runErr != nil {
+		return nil, runErr
+	}
+	if st == nil {
+		return nil, errors.New("bench: utterance ended without stats")
+	}
+	return st, nil
+}
+
+func openBenchEngine(f benchFlags) (*engine.Engine, string, error) {
+	e, err := engine.Open(f.dir, engine.Options{Backend: f.backend, Threads: f.threads})
+	if err != nil {
+		return nil, "", err
+	}
+	voice := f.voice
+	if vs := e.Voices(); voice == "" && len(vs) > 0 {
+		voice = vs[0].Name
+	}
+	return e, voice, nil
 }
 
 // benchEndToEnd runs the real pipeline (tokenizer, prompt, LM, codec) with a
 // fixed frame count; the first run warms every path and is left out.
-func benchEndToEnd(dir, backendName string, threads int, text, voice string, frames, runs int) (*e2eReport, error) {
-	e, err := engine.Open(dir, engine.Options{Backend: backendName, Threads: threads})
+func benchEndToEnd(f benchFlags) (*e2eReport, error) {
+	e, voice, err := openBenchEngine(f)
 	if err != nil {
 		return nil, err
 	}
 	defer e.Close()
-	if voice == "" {
-		if vs := e.Voices(); len(vs) > 0 {
-			voice = vs[0].Name
-		}
-	}
-	rep := &e2eReport{Text: text, Frames: frames, Runs: runs}
+	rep := &e2eReport{Text: f.text, Frames: f.e2eFrames, Runs: f.e2eRuns}
 	var ttfc, lmFrame, codecFrame, prefill []time.Duration
 	var rtf []float64
-	for r := 0; r <= runs; r++ {
-		ch, err := e.Synthesize(context.Background(), engine.Request{Text: text, Voice: voice, Seed: uint64(r + 1), ExactFrames: frames, ChunkFrames: 1})
+	for r := 0; r <= f.e2eRuns; r++ {
+		st, err := synthesizeOnce(e, f, voice, uint64(r+1))
 		if err != nil {
 			return nil, err
-		}
-		var st *engine.Stats
-		for c := range ch {
-			if c.Final {
-				if c.Err != nil {
-					return nil, c.Err
-				}
-				st = c.Stats
-			}
 		}
 		if r == 0 {
 			continue
@@ -218,15 +335,49 @@ func benchEndToEnd(dir, backendName string, threads int, text, voice string, fra
 	return rep, nil
 }
 
-// percentile is the nearest-rank percentile.
-func percentile(d []time.Duration, p int) time.Duration {
-	if len(d) == 0 {
-		return 0
+// benchStreams opens n engines and synthesises one utterance on each at the
+// same time, after a warm-up utterance each, and reports every stream's RTF.
+func benchStreams(f benchFlags) (*streamsReport, error) {
+	n := f.streams
+	engines := make([]*engine.Engine, n)
+	voices := make([]string, n)
+	defer func() {
+		for _, e := range engines {
+			if e != nil {
+				e.Close()
+			}
+		}
+	}()
+	for i := range engines {
+		var err error
+		if engines[i], voices[i], err = openBenchEngine(f); err != nil {
+			return nil, fmt.Errorf("stream %d: %w", i, err)
+		}
+		if _, err := synthesizeOnce(engines[i], f, voices[i], 1); err != nil {
+			return nil, fmt.Errorf("stream %d warm-up: %w", i, err)
+		}
 	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	i := (p*len(s)+99)/100 - 1
-	return s[max(0, min(i, len(s)-1))]
+	rep := &streamsReport{Streams: n, Frames: f.e2eFrames, RTF: make([]float64, n), TTFCMS: make([]float64, n)}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range engines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, err := synthesizeOnce(engines[i], f, voices[i], uint64(100+i))
+			if err != nil {
+				errs[i] = fmt.Errorf("stream %d: %w", i, err)
+				return
+			}
+			rep.RTF[i], rep.TTFCMS[i] = st.RTF, ms(st.TTFC)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	rep.MaxRTF = slices.Max(rep.RTF)
+	return rep, nil
 }
 
 // benchPrompt makes rows of the talker width with the scale of real prompt
@@ -250,13 +401,17 @@ func benchPrompt(hidden, rows int) backend.Prompt {
 	return p
 }
 
-func median(d []time.Duration) time.Duration {
+func median(d []time.Duration) time.Duration { return percentile(d, 50) }
+
+// percentile is the nearest-rank percentile.
+func percentile(d []time.Duration, p int) time.Duration {
 	if len(d) == 0 {
 		return 0
 	}
 	s := slices.Clone(d)
 	slices.Sort(s)
-	return s[len(s)/2]
+	i := (p*len(s)+99)/100 - 1
+	return s[max(0, min(i, len(s)-1))]
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
