@@ -67,7 +67,12 @@ type e2eReport struct {
 	CodecFrameMS float64 `json:"codec_frame_ms"` // likewise
 	AudioSeconds float64 `json:"audio_seconds"`
 	RTF          float64 `json:"rtf"` // median wall / audio
+	// Where TTFC goes (medians): tokenizer + prompt builder, LM prefill, LM
+	// frame 0, codec of the first chunk; the rest is scheduling and hand-offs.
+	PrepareMS    float64 `json:"prepare_ms"`
 	PrefillMS    float64 `json:"prefill_ms"`
+	FirstFrameMS float64 `json:"first_frame_lm_ms"`
+	FirstCodecMS float64 `json:"first_codec_ms"`
 }
 
 // streamsReport is N engines synthesising at once, one utterance each.
@@ -308,7 +313,7 @@ func benchEndToEnd(f benchFlags) (*e2eReport, error) {
 	}
 	defer e.Close()
 	rep := &e2eReport{Text: f.text, Frames: f.e2eFrames, Runs: f.e2eRuns}
-	var ttfc, lmFrame, codecFrame, prefill []time.Duration
+	var ttfc, lmFrame, codecFrame, prepare, prefill, firstLM, firstCodec []time.Duration
 	var rtf []float64
 	for r := 0; r <= f.e2eRuns; r++ {
 		st, err := synthesizeOnce(e, f, voice, uint64(r+1))
@@ -321,7 +326,10 @@ func benchEndToEnd(f benchFlags) (*e2eReport, error) {
 		ttfc = append(ttfc, st.TTFC)
 		lmFrame = append(lmFrame, st.LMPerFrame)
 		codecFrame = append(codecFrame, st.CodecPerFrame)
+		prepare = append(prepare, st.Prepare)
 		prefill = append(prefill, st.Prefill)
+		firstLM = append(firstLM, st.FirstFrameLM)
+		firstCodec = append(firstCodec, st.FirstCodec)
 		rtf = append(rtf, st.RTF)
 		rep.AudioSeconds = st.AudioSeconds
 	}
@@ -329,7 +337,10 @@ func benchEndToEnd(f benchFlags) (*e2eReport, error) {
 	rep.TTFCp95MS = ms(percentile(ttfc, 95))
 	rep.LMFrameMS = ms(median(lmFrame))
 	rep.CodecFrameMS = ms(median(codecFrame))
+	rep.PrepareMS = ms(median(prepare))
 	rep.PrefillMS = ms(median(prefill))
+	rep.FirstFrameMS = ms(median(firstLM))
+	rep.FirstCodecMS = ms(median(firstCodec))
 	slices.Sort(rtf)
 	rep.RTF = rtf[len(rtf)/2]
 	return rep, nil

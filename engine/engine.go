@@ -105,8 +105,41 @@ func Open(dir string, o Options) (*Engine, error) {
 		} else {
 			log.Info("GPU codec unavailable, decoding on the CPU", "reason", err)
 		}
+		e.warmUp()
 	}
 	return e, nil
+}
+
+// warmUp runs every path a request can take once (both text layouts, greedy
+// and sampling, the codec's first frame and its graphs), so the first request
+// is as fast as the tenth. Only for the GPU: there it costs milliseconds,
+// while on the CPU it would cost seconds of start-up for little gain.
+func (e *Engine) warmUp() {
+	start := time.Now()
+	voice := ""
+	if vs := e.Voices(); len(vs) > 0 {
+		voice = vs[0].Name
+	}
+	greedy := sample.Greedy()
+	for _, streaming := range []bool{false, true} {
+		for _, sampled := range []bool{false, true} {
+			req := Request{Text: "Warm up.", Voice: voice, StreamingText: &streaming, ExactFrames: 2, ChunkFrames: 1}
+			if !sampled {
+				req.Talker, req.Predictor = &greedy, &greedy
+			}
+			ch, err := e.Synthesize(context.Background(), req)
+			if err != nil {
+				e.log.Info("warm-up skipped", "reason", err)
+				return
+			}
+			for c := range ch {
+				if c.Final && c.Err != nil {
+					e.log.Info("warm-up failed", "reason", c.Err)
+				}
+			}
+		}
+	}
+	e.log.Debug("warm-up done", "took", time.Since(start))
 }
 
 // openLM picks the language-model backend. auto prefers the GPU and falls
@@ -195,7 +228,8 @@ func (e *Engine) Synthesize(ctx context.Context, req Request) (<-chan Chunk, err
 		chunkFrames = 1
 	}
 	out := make(chan Chunk, 4)
-	s := &stream{lm: e.lm, codec: e.codec, prompt: p, opt: opt, chunkFrames: chunkFrames, start: start, device: e.lm.Device()}
+	s := &stream{lm: e.lm, codec: e.codec, prompt: p, opt: opt, chunkFrames: chunkFrames, start: start,
+		prepare: time.Since(start), device: e.lm.Device()}
 	go func() {
 		// One utterance at a time per engine: the LM holds one KV cache.
 		e.busy.Lock()

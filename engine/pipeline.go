@@ -23,6 +23,7 @@ type stream struct {
 	opt         backend.GenerateOptions
 	chunkFrames int
 	start       time.Time
+	prepare     time.Duration // tokenizer + prompt builder, before start of the LM
 	device      string
 	// trimSamples drops this many samples from the start of the audio (ICL
 	// voice clone decodes the reference codes as context and cuts them).
@@ -46,7 +47,7 @@ func (s *stream) run(ctx context.Context, out chan<- Chunk) {
 		lmResult <- lmDone{res, err}
 	}()
 
-	stats := &Stats{Device: s.device}
+	stats := &Stats{Device: s.device, Prepare: s.prepare}
 	codecStream, err := s.codec.NewStream()
 	if err != nil {
 		cancel()
@@ -89,6 +90,7 @@ func (s *stream) run(ctx context.Context, out chan<- Chunk) {
 		c := Chunk{PCM: pcm, FirstFrame: firstIdx, Frames: len(pending), Codes: pending, Since: time.Since(s.start)}
 		if sent == 0 {
 			stats.TTFC = c.Since
+			stats.FirstCodec = time.Since(t0)
 		}
 		select {
 		case out <- c:
@@ -123,6 +125,9 @@ func (s *stream) run(ctx context.Context, out chan<- Chunk) {
 	stats.Frames = lm.res.Frames
 	stats.Prefill = lm.res.Prefill
 	stats.Stop = lm.res.Stop
+	if len(lm.res.FrameTimes) > 0 {
+		stats.FirstFrameLM = lm.res.FrameTimes[0]
+	}
 	if n := len(lm.res.FrameTimes); n > 0 {
 		var sum time.Duration
 		for _, d := range lm.res.FrameTimes {

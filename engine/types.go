@@ -54,7 +54,10 @@ type Chunk struct {
 // Stats describe one utterance; the UI and `bench` both use them.
 type Stats struct {
 	TTFC          time.Duration // request -> first PCM chunk ready
-	Prefill       time.Duration
+	Prepare       time.Duration // tokenizer + prompt builder (part of TTFC)
+	Prefill       time.Duration // LM prefill (part of TTFC)
+	FirstFrameLM  time.Duration // LM time of frame 0 after the prefill (part of TTFC)
+	FirstCodec    time.Duration // codec time of the first chunk (part of TTFC)
 	Frames        int
 	LMPerFrame    time.Duration // mean talker+predictor wall time per frame
 	CodecPerFrame time.Duration // mean codec time per frame
