@@ -6,7 +6,6 @@ import (
 	"errors"
 	"log/slog"
 	"math"
-	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -203,41 +202,10 @@ func TestBadInputIsAnError(t *testing.T) {
 	}
 }
 
-// TestGoKernelsMatchDefault checks the pure-Go products against the default
-// (OpenBLAS) ones, and the pure-Go engine against a golden case per layout.
-func TestGoKernelsMatchDefault(t *testing.T) {
-	rng := rand.New(rand.NewPCG(3, 4))
-	m := &matrix{rows: 67, cols: 133, w: make([]float32, 67*133)}
-	for i := range m.w {
-		m.w[i] = float32(rng.NormFloat64())
-	}
-	const n = 7
-	x := make([]float32, n*m.cols)
-	for i := range x {
-		x[i] = float32(rng.NormFloat64())
-	}
-	ref := make([]float32, n*m.rows)
-	for i := 0; i < n; i++ {
-		for r := 0; r < m.rows; r++ {
-			var s float64
-			for c := 0; c < m.cols; c++ {
-				s += float64(m.w[r*m.cols+c]) * float64(x[i*m.cols+c])
-			}
-			ref[i*m.rows+r] = float32(s)
-		}
-	}
-	for _, k := range []kernels{newGoKernels(2), newDefaultKernels(2)} {
-		y := make([]float32, n*m.rows)
-		k.matMul(m, x, n, y)
-		if d := golden.MaxAbsDiff(y, ref); d > 1e-4 {
-			t.Errorf("%s matMul differs from float64 reference by %g", k.name(), d)
-		}
-		y1 := make([]float32, m.rows)
-		k.matVec(m, x[m.cols:2*m.cols], y1)
-		if d := golden.MaxAbsDiff(y1, ref[m.rows:2*m.rows]); d > 1e-4 {
-			t.Errorf("%s matVec differs from float64 reference by %g", k.name(), d)
-		}
-	}
+// TestPureGoEngineMatchesGolden runs the engine on the pure-Go kernels (the
+// -tags noblas default; engine/linalg checks the products themselves) against
+// a golden case per layout.
+func TestPureGoEngineMatchesGolden(t *testing.T) {
 	golden.Require(t)
 	for _, name := range []string{"cv_en_ryan_nonstream", "cv1b7_en_ryan_instruct_stream"} {
 		c := golden.OpenCase(t, name)

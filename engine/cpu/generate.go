@@ -126,7 +126,7 @@ func (lm *LM) Generate(ctx context.Context, p backend.Prompt, opt backend.Genera
 // codec head to get the group-0 logits.
 func (lm *LM) talkerHead(x, h, logits []float32) {
 	rmsNorm(h, x[:lm.hidden], lm.talker.norm, lm.talker.eps)
-	lm.k.matVec(lm.codecHead, h, logits)
+	lm.k.MatVec(lm.codecHead, nil, h, logits)
 }
 
 // pickGroup0 applies the official processors (repetition penalty over the set
@@ -143,9 +143,9 @@ func (lm *LM) pickGroup0(logits, scratch []float32, s int, opt backend.GenerateO
 // stepInput builds the next talker input: C(g0) + Σ_{g=1..15} E_g(code g) +
 // the text row (trailing[s], then tts_pad).
 func (lm *LM) stepInput(e []float32, codes *backend.Codes, s int, p backend.Prompt) {
-	copy(e, lm.codecEmb.row(int(codes[0])))
+	copy(e, lm.codecEmb.Row(int(codes[0])))
 	for g := 1; g < backend.NumGroups; g++ {
-		addInto(e, lm.cpEmb[g-1].row(int(codes[g])))
+		addInto(e, lm.cpEmb[g-1].Row(int(codes[g])))
 	}
 	text := p.TTSPad
 	if s < len(p.Trailing) {

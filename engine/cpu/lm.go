@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"talkbox/engine/backend"
+	"talkbox/engine/linalg"
 	"talkbox/engine/model"
 	"talkbox/engine/sample"
 )
@@ -30,7 +31,7 @@ type Options struct {
 // LM is the CPU language model. Generate calls are serialised.
 type LM struct {
 	mu      sync.Mutex
-	k       kernels
+	k       linalg.Kernels
 	threads int
 
 	hidden, vocab, cpVocab int
@@ -40,12 +41,12 @@ type LM struct {
 	maxPositions           int
 
 	talker     *stack
-	codecEmb   *matrix // talker codec embedding C, [vocab, H]
-	codecHead  *matrix // [vocab, H]
+	codecEmb   *linalg.Matrix // talker codec embedding C, [vocab, H]
+	codecHead  *linalg.Matrix // [vocab, H]
 	cp         *stack
-	cpEmb      [numPredicted]*matrix // E_{g+1}, [cpVocab, H]
-	lmHead     [numPredicted]*matrix // [cpVocab, cpHidden]
-	cpProj     *matrix               // small_to_mtp_projection; nil = identity (0.6B)
+	cpEmb      [numPredicted]*linalg.Matrix // E_{g+1}, [cpVocab, H]
+	lmHead     [numPredicted]*linalg.Matrix // [cpVocab, cpHidden]
+	cpProj     *linalg.Matrix               // small_to_mtp_projection; nil = identity (0.6B)
 	cpProjBias []float32
 
 	talkerCache, cpCache *kvCache
@@ -78,9 +79,9 @@ func New(m *model.Model, opt Options) (*LM, error) {
 	lm := &LM{threads: threads, hidden: t.HiddenSize, vocab: t.VocabSize, cpVocab: t.CodePredictor.VocabSize,
 		eos: t.CodecEosID, maxPositions: t.MaxPositionEmbeddings}
 	if opt.pureGo {
-		lm.k = newGoKernels(threads)
+		lm.k = linalg.NewGo(threads)
 	} else {
-		lm.k = newDefaultKernels(threads)
+		lm.k = linalg.New(threads)
 	}
 	// Official processors: suppress [vocab-1024, vocab) except EOS; min_new_tokens 2.
 	lm.rules = sample.TalkerRules{SuppressFrom: t.VocabSize - 1024, SuppressTo: t.VocabSize, EOS: t.CodecEosID, MinNewTokens: 2}
@@ -102,7 +103,7 @@ func New(m *model.Model, opt Options) (*LM, error) {
 
 // Device describes where the engine runs.
 func (lm *LM) Device() string {
-	return fmt.Sprintf("CPU (%d threads, %s)", lm.threads, lm.k.name())
+	return fmt.Sprintf("CPU (%d threads, %s)", lm.threads, lm.k.Name())
 }
 
 // Close releases the weights.
@@ -110,7 +111,7 @@ func (lm *LM) Close() error {
 	lm.mu.Lock()
 	defer lm.mu.Unlock()
 	lm.talker, lm.cp, lm.codecEmb, lm.codecHead, lm.cpProj = nil, nil, nil, nil, nil
-	lm.cpEmb, lm.lmHead = [numPredicted]*matrix{}, [numPredicted]*matrix{}
+	lm.cpEmb, lm.lmHead = [numPredicted]*linalg.Matrix{}, [numPredicted]*linalg.Matrix{}
 	return nil
 }
 

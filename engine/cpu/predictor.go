@@ -19,7 +19,7 @@ func (lm *LM) predict(ctx context.Context, h []float32, codes *backend.Codes, s 
 	lm.cpCache.reset()
 	x := grow(nil, 2*D)
 	lm.project(x[:D], h)
-	lm.project(x[D:], lm.codecEmb.row(int(codes[0])))
+	lm.project(x[D:], lm.codecEmb.Row(int(codes[0])))
 	n := 2
 	normed := make([]float32, D)
 	logits := make([]float32, lm.cpVocab)
@@ -29,7 +29,7 @@ func (lm *LM) predict(ctx context.Context, h []float32, codes *backend.Codes, s 
 			return err
 		}
 		rmsNorm(normed, x[(n-1)*D:n*D], cp.norm, cp.eps)
-		lm.k.matVec(lm.lmHead[g-1], normed, logits)
+		lm.k.MatVec(lm.lmHead[g-1], nil, normed, logits)
 		if opt.OnLogits != nil {
 			opt.OnLogits(backend.LogitsEvent{Frame: s, Group: g, Logits: append([]float32(nil), logits...)})
 		}
@@ -46,7 +46,7 @@ func (lm *LM) predict(ctx context.Context, h []float32, codes *backend.Codes, s 
 			// The next position is group g's own embedding; group 15 is
 			// never fed back into the predictor.
 			x = x[:D]
-			lm.project(x, lm.cpEmb[g-1].row(int(codes[g])))
+			lm.project(x, lm.cpEmb[g-1].Row(int(codes[g])))
 			n = 1
 		}
 	}
@@ -60,6 +60,5 @@ func (lm *LM) project(dst, v []float32) {
 		copy(dst, v)
 		return
 	}
-	lm.k.matVec(lm.cpProj, v, dst)
-	addInto(dst, lm.cpProjBias)
+	lm.k.MatVec(lm.cpProj, lm.cpProjBias, v, dst)
 }

@@ -3,17 +3,19 @@ package cpu
 import (
 	"context"
 	"math"
+
+	"talkbox/engine/linalg"
 )
 
 // layer is one Qwen3 decoder block. q/k/v and gate/up are fused into single
 // matrices at load so each needs one product per step.
 type layer struct {
 	inNorm, postNorm []float32
-	qkv              *matrix // rows: q (heads·hd), k (kv·hd), v (kv·hd)
-	o                *matrix
+	qkv              *linalg.Matrix // rows: q (heads·hd), k (kv·hd), v (kv·hd)
+	o                *linalg.Matrix
 	qNorm, kNorm     []float32
-	gateUp           *matrix // rows: gate (inter), up (inter)
-	down             *matrix
+	gateUp           *linalg.Matrix // rows: gate (inter), up (inter)
+	down             *linalg.Matrix
 }
 
 // stack is a decoder transformer (the talker or the code predictor).
@@ -56,7 +58,7 @@ type workspace struct {
 // the last layer's output, before the final norm) at positions
 // cache.n .. cache.n+n-1, appending their keys and values to cache. It checks
 // ctx between layers so a long prefill stops promptly.
-func (s *stack) forward(ctx context.Context, k kernels, x []float32, n int, cache *kvCache, ws *workspace) error {
+func (s *stack) forward(ctx context.Context, k linalg.Kernels, x []float32, n int, cache *kvCache, ws *workspace) error {
 	pos0 := cache.n
 	s.rope.ensure(pos0 + n)
 	H, qd, kvd := s.hidden, s.qDim(), s.kvDim()
@@ -74,7 +76,7 @@ func (s *stack) forward(ctx context.Context, k kernels, x []float32, n int, cach
 		}
 		L := &s.layers[li]
 		rmsNormRows(ws.h, x, L.inNorm, n, s.eps)
-		k.matMul(L.qkv, ws.h, n, ws.qkv)
+		k.MatMul(L.qkv, nil, ws.h, n, ws.qkv)
 		for i := 0; i < n; i++ {
 			row := ws.qkv[i*width : (i+1)*width]
 			for hh := 0; hh < s.heads; hh++ {
@@ -92,11 +94,11 @@ func (s *stack) forward(ctx context.Context, k kernels, x []float32, n int, cach
 			cache.v[li] = append(cache.v[li], row[qd+kvd:width]...)
 		}
 		s.attention(ws, cache.k[li], cache.v[li], n, pos0, width)
-		k.matMul(L.o, ws.attn, n, ws.tmp)
+		k.MatMul(L.o, nil, ws.attn, n, ws.tmp)
 		addInto(x[:n*H], ws.tmp[:n*H])
 
 		rmsNormRows(ws.h, x, L.postNorm, n, s.eps)
-		k.matMul(L.gateUp, ws.h, n, ws.gu)
+		k.MatMul(L.gateUp, nil, ws.h, n, ws.gu)
 		I := s.inter
 		for i := 0; i < n; i++ {
 			g := ws.gu[i*2*I : i*2*I+I]
@@ -106,7 +108,7 @@ func (s *stack) forward(ctx context.Context, k kernels, x []float32, n int, cach
 				a[j] = silu(g[j]) * u[j]
 			}
 		}
-		k.matMul(L.down, ws.act, n, ws.tmp)
+		k.MatMul(L.down, nil, ws.act, n, ws.tmp)
 		addInto(x[:n*H], ws.tmp[:n*H])
 	}
 	cache.n = pos0 + n
@@ -128,7 +130,7 @@ func (s *stack) attention(ws *workspace, keys, vals []float32, n, pos0, width in
 			sc := ws.scores[:last+1]
 			mx := float32(math.Inf(-1))
 			for t := 0; t <= last; t++ {
-				v := dot(q, keys[t*kvd+kvOff:t*kvd+kvOff+hd]) * scale
+				v := linalg.Dot(q, keys[t*kvd+kvOff:t*kvd+kvOff+hd]) * scale
 				sc[t] = v
 				mx = max(mx, v)
 			}

@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 
+	"talkbox/engine/linalg"
 	"talkbox/engine/model"
 	"talkbox/engine/safetensors"
 )
@@ -51,7 +52,7 @@ func (l *loader) into(dst []float32, name string) bool {
 			l.err = fmt.Errorf("cpu: %w", err)
 			return false
 		}
-		parallelRows(l.threads, len(dst), len(dst), func(lo, hi int) {
+		linalg.ParallelRows(l.threads, len(dst), len(dst), func(lo, hi int) {
 			for i := lo; i < hi; i++ {
 				dst[i] = safetensors.BF16ToF32(src[i])
 			}
@@ -68,24 +69,24 @@ func (l *loader) into(dst []float32, name string) bool {
 }
 
 // mat reads a [rows, cols] weight.
-func (l *loader) mat(name string, rows, cols int) *matrix {
+func (l *loader) mat(name string, rows, cols int) *linalg.Matrix {
 	v := l.vec(name, rows*cols)
 	if v == nil {
 		return nil
 	}
-	return &matrix{rows: rows, cols: cols, w: v}
+	return &linalg.Matrix{Rows: rows, Cols: cols, W: v}
 }
 
 // fused stacks several [r_i, cols] weights into one [Σr_i, cols] matrix.
-func (l *loader) fused(cols int, names []string, rows []int) *matrix {
+func (l *loader) fused(cols int, names []string, rows []int) *linalg.Matrix {
 	total := 0
 	for _, r := range rows {
 		total += r
 	}
-	m := &matrix{rows: total, cols: cols, w: make([]float32, total*cols)}
+	m := &linalg.Matrix{Rows: total, Cols: cols, W: make([]float32, total*cols)}
 	off := 0
 	for i, name := range names {
-		if !l.into(m.w[off:off+rows[i]*cols], name) {
+		if !l.into(m.W[off:off+rows[i]*cols], name) {
 			return nil
 		}
 		off += rows[i] * cols

@@ -59,18 +59,18 @@ func New(m *model.Model) (*Builder, error) {
 	cfg := m.Config
 	tc := cfg.Talker
 	H, th := tc.HiddenSize, tc.TextHiddenSize
-	b := &Builder{cfg: cfg, proj: projector{textH: th, h: H}}
+	b := &Builder{cfg: cfg, proj: projector{textH: th, h: H, k: newKernels()}}
 	var err error
 	if b.proj.emb, err = openTable(m.LM, "talker.model.text_embedding.weight", tc.TextVocabSize, th); err != nil {
 		return nil, err
 	}
-	if b.proj.w1, err = readMatrix(m.LM, "talker.text_projection.linear_fc1.weight", th, th); err != nil {
+	if b.proj.fc1, err = readMatrix(m.LM, "talker.text_projection.linear_fc1.weight", th, th); err != nil {
 		return nil, err
 	}
 	if b.proj.b1, err = readVector(m.LM, "talker.text_projection.linear_fc1.bias", th); err != nil {
 		return nil, err
 	}
-	if b.proj.w2, err = readMatrix(m.LM, "talker.text_projection.linear_fc2.weight", H, th); err != nil {
+	if b.proj.fc2, err = readMatrix(m.LM, "talker.text_projection.linear_fc2.weight", H, th); err != nil {
 		return nil, err
 	}
 	if b.proj.b2, err = readVector(m.LM, "talker.text_projection.linear_fc2.bias", H); err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"talkbox/engine/linalg"
 	"talkbox/engine/model"
 	"talkbox/engine/safetensors"
 )
@@ -69,10 +70,14 @@ func readVector(f *safetensors.File, name string, n int) ([]float32, error) {
 
 // readMatrix reads a small 2-D tensor [rows, cols] as float32 (the text
 // projection: at most 2048 x 2048).
-func readMatrix(f *safetensors.File, name string, rows, cols int) ([]float32, error) {
+func readMatrix(f *safetensors.File, name string, rows, cols int) (linalg.Matrix, error) {
 	info, ok := f.Info(name)
 	if !ok || len(info.Shape) != 2 || info.Shape[0] != rows || info.Shape[1] != cols {
-		return nil, fmt.Errorf("%w: %s: tensor %s missing or not of shape [%d %d]", model.ErrIncompleteCheckpoint, f.Path, name, rows, cols)
+		return linalg.Matrix{}, fmt.Errorf("%w: %s: tensor %s missing or not of shape [%d %d]", model.ErrIncompleteCheckpoint, f.Path, name, rows, cols)
 	}
-	return f.F32(name)
+	w, err := f.F32(name)
+	if err != nil {
+		return linalg.Matrix{}, err
+	}
+	return linalg.Matrix{Rows: rows, Cols: cols, W: w}, nil
 }

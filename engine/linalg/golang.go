@@ -1,48 +1,31 @@
-package cpu
+package linalg
 
 import (
 	"runtime"
 	"sync"
 )
 
-// matrix is a row-major [rows, cols] weight, the PyTorch Linear layout
-// [out, in], so y = W x is one dot product per row.
-type matrix struct {
-	rows, cols int
-	w          []float32
-}
-
-func (m *matrix) row(i int) []float32 { return m.w[i*m.cols : (i+1)*m.cols] }
-
-// kernels are the two products the engine spends its time in. Decode is
-// memory-bound matrix-vector work; prefill is matrix-matrix work over all
-// prompt rows at once.
-type kernels interface {
-	// matVec sets y[r] = W[r,:]·x for every row r.
-	matVec(m *matrix, x, y []float32)
-	// matMul sets Y[i, r] = W[r,:]·X[i,:] for n input rows (X is [n, cols],
-	// Y is [n, rows]).
-	matMul(m *matrix, x []float32, n int, y []float32)
-	name() string
-}
-
 // goKernels is the pure-Go implementation: rows are split into one contiguous
 // band per goroutine, and each dot product runs 8 independent accumulators so
 // the additions do not serialise on one register.
 type goKernels struct{ threads int }
 
-func newGoKernels(threads int) *goKernels {
+// NewGo returns the pure-Go kernels with the given number of goroutines
+// (0 = GOMAXPROCS). Tests compare them with the default ones, and -tags
+// noblas builds use them as the default.
+func NewGo(threads int) Kernels {
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}
 	return &goKernels{threads: threads}
 }
 
-func (g *goKernels) name() string { return "go" }
+func (g *goKernels) Name() string { return "go" }
 
-// parallelRows runs fn over [0, rows) in bands; small jobs stay on the caller's
-// goroutine because the spawn cost would dominate.
-func parallelRows(threads, rows, work int, fn func(lo, hi int)) {
+// ParallelRows runs fn over [0, rows) in at most threads contiguous bands;
+// work is the job's size in multiply-adds (or elements), and small jobs stay
+// on the caller's goroutine because the spawn cost would dominate.
+func ParallelRows(threads, rows, work int, fn func(lo, hi int)) {
 	const minWorkPerThread = 1 << 15
 	t := min(threads, rows, max(1, work/minWorkPerThread))
 	if t <= 1 {
@@ -62,35 +45,47 @@ func parallelRows(threads, rows, work int, fn func(lo, hi int)) {
 	wg.Wait()
 }
 
-func (g *goKernels) matVec(m *matrix, x, y []float32) {
-	x = x[:m.cols]
-	parallelRows(g.threads, m.rows, m.rows*m.cols, func(lo, hi int) {
+func (g *goKernels) MatVec(m *Matrix, b, x, y []float32) {
+	x = x[:m.Cols]
+	ParallelRows(g.threads, m.Rows, m.Rows*m.Cols, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
-			y[r] = dot(m.row(r), x)
+			y[r] = Dot(m.Row(r), x) + biasAt(b, r)
 		}
 	})
 }
 
-func (g *goKernels) matMul(m *matrix, x []float32, n int, y []float32) {
-	cols, rows := m.cols, m.rows
-	parallelRows(g.threads, rows, n*rows*cols, func(lo, hi int) {
+// MatMul with n = 1 is MatVec (decode speed). For n >= 2 every input row
+// goes through dot4, the last ones padded with repeats, so a row's result
+// has the same bits whatever rows share the call or where it sits among
+// them; OpenBLAS's gemm has the same property, and the prompt builder relies
+// on it (a token's row must not change with the rows before it).
+func (g *goKernels) MatMul(m *Matrix, b, x []float32, n int, y []float32) {
+	if n == 1 {
+		g.MatVec(m, b, x, y)
+		return
+	}
+	cols, rows := m.Cols, m.Rows
+	in := func(i int) []float32 { i = min(i, n-1); return x[i*cols : (i+1)*cols] }
+	ParallelRows(g.threads, rows, n*rows*cols, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
-			w := m.row(r)
-			i := 0
+			w := m.Row(r)
+			br := biasAt(b, r)
 			// Four input rows per pass reuse each loaded weight four times.
-			for ; i+4 <= n; i += 4 {
-				d0, d1, d2, d3 := dot4(w, x[i*cols:(i+1)*cols], x[(i+1)*cols:(i+2)*cols], x[(i+2)*cols:(i+3)*cols], x[(i+3)*cols:(i+4)*cols])
-				y[i*rows+r], y[(i+1)*rows+r], y[(i+2)*rows+r], y[(i+3)*rows+r] = d0, d1, d2, d3
-			}
-			for ; i < n; i++ {
-				y[i*rows+r] = dot(w, x[i*cols:(i+1)*cols])
+			for i := 0; i < n; i += 4 {
+				d := [4]float32{}
+				d[0], d[1], d[2], d[3] = dot4(w, in(i), in(i+1), in(i+2), in(i+3))
+				for j := i; j < min(i+4, n); j++ {
+					y[j*rows+r] = d[j-i] + br
+				}
 			}
 		}
 	})
 }
 
-// dot is a float32 dot product with 8 partial sums.
-func dot(a, b []float32) float32 {
+// Dot is a float32 dot product over len(a) with 8 partial sums (b must be at
+// least as long). The engines also use it outside the matrix products, for
+// attention scores.
+func Dot(a, b []float32) float32 {
 	b = b[:len(a)]
 	var s0, s1, s2, s3, s4, s5, s6, s7 float32
 	i := 0
