@@ -23,11 +23,15 @@ if [ -z "$last" ]; then
   exit 1
 fi
 gencode+=("-gencode=arch=compute_${last},code=compute_${last}")
-mkdir -p "$here/build"
+# TB_DEFS: extra nvcc flags (the kernel's -DTB_* switches); TB_OUT: output file.
+out="${TB_OUT:-$here/build/libtalkbox_native.so}"
+mkdir -p "$here/build" "$(dirname "$out")"
 echo "native: $("$NVCC" --version | tail -1); targets: ${gencode[*]}"
-"$NVCC" -O3 -std=c++17 --threads 0 -shared -Xcompiler -fPIC -Xptxas -v "${gencode[@]}" \
-  -o "$here/build/libtalkbox_native.so" "$here/src/engine.cu" -lcudart_static -ldl -lrt -lpthread \
-  2> "$here/build/ptxas.log" || { cat "$here/build/ptxas.log" >&2; exit 1; }
-grep -E "registers|spill" "$here/build/ptxas.log" | grep -i decode -A1 | head -20 || true
-grep -E "bytes stack frame|spill" "$here/build/ptxas.log" | sort | uniq -c | head -10 || true
-echo "native: built $here/build/libtalkbox_native.so"
+log="$out.ptxas.log"
+# shellcheck disable=SC2086
+"$NVCC" -O3 -std=c++17 --threads 0 -shared -Xcompiler -fPIC -Xptxas -v ${TB_DEFS:-} "${gencode[@]}" \
+  -o "$out" "$here/src/engine.cu" -lcudart_static -ldl -lrt -lpthread \
+  2> "$log" || { cat "$log" >&2; exit 1; }
+grep -E "registers|spill" "$log" | grep -i decode -A1 | head -20 || true
+grep -E "bytes stack frame|spill" "$log" | sort | uniq -c | head -10 || true
+echo "native: built $out"

@@ -188,10 +188,12 @@ int launch(tb_engine* e) {
 }
 
 // Position chunks for attention: enough to spread long contexts over the
-// grid, one per 128 positions of the shortest context in the launch.
+// grid, one per 32 positions of the shortest context in the launch.
 int chunks_for(const tb_engine* e, int len_min, int tokens) {
   const int by_grid = std::max(1, e->grid / (e->P.tk.nh * tokens));
-  const int by_len = std::max(1, (len_min + 127) / 128);
+  // 32 positions per chunk: each warp of an item then loads at most a couple
+  // of K/V rows one after another (a dependent L2 round trip each).
+  const int by_len = std::max(1, (len_min + 31) / 32);
   return std::max(1, std::min({by_grid, by_len, e->P.cmax, len_min}));
 }
 
@@ -301,7 +303,7 @@ tb_engine* tb_create(const tb_weights* w, int device) {
   int maxK = 0;
   for (const tb_stack_dims* d : {&T, &C}) maxK = std::max({maxK, d->hidden, d->intermediate, d->heads * HD});
   const int maxV = std::max(T.vocab, C.vocab);
-  const size_t fixed = 2048;  // red, sf, sint, codes: xs starts at byte 1920
+  const size_t fixed = 2048;  // red, sf, sint, codes: xs starts at byte SM_XS (1920)
   const size_t limit = prop.sharedMemPerBlockOptin;
   int mmax = 8;
   auto need = [&](int mm) {
@@ -387,6 +389,9 @@ tb_engine* tb_create(const tb_weights* w, int device) {
       e->alloc(&P.hist, e->hist_words) || e->alloc(&P.state, 32) || e->alloc(&e->d_out, (SLOTS + 1) * OUTW) ||
       e->alloc(&P.bar, 1) || e->alloc(&e->d_pad, T.hidden))
     return bail();
+#if TB_PROF
+  if (e->alloc(&P.prof, PROF_WORDS)) return bail();
+#endif
   if (cudaMallocHost(&e->h_out, SLOTS * OUTW * sizeof(int32_t)) != cudaSuccess) {
     fail("cudaMallocHost: %s", cudaGetErrorString(cudaGetLastError()));
     return bail();
@@ -554,6 +559,9 @@ int tb_bench(tb_engine* e, int what, int iters, float* ms) {
   std::vector<cudaEvent_t> ev(iters + 1);
   for (auto& x : ev) CK(cudaEventCreate(&x));
   const int frame0 = e->frame;
+#if TB_PROF
+  CK(cudaMemsetAsync(e->P.prof, 0, PROF_WORDS * 8, e->stream));
+#endif
   e->P.use_teacher = 0;
   e->P.out = e->d_out + SLOTS * OUTW;
   int rc = 0;
@@ -585,6 +593,28 @@ int tb_bench(tb_engine* e, int what, int iters, float* ms) {
   cudaError_t se = cudaStreamSynchronize(e->stream);
   for (int i = 0; i < iters && rc == 0 && se == cudaSuccess; i++) cudaEventElapsedTime(&ms[i], ev[i], ev[i + 1]);
   for (auto& x : ev) cudaEventDestroy(x);
+#if TB_PROF
+  if (se == cudaSuccess && rc == 0) {
+    unsigned long long h[PROF_WORDS];
+    if (cudaMemcpy(h, e->P.prof, sizeof h, cudaMemcpyDeviceToHost) == cudaSuccess && h[PROF_WORDS - 1] > 0) {
+      const double n = (double)h[PROF_WORDS - 1];
+      const double ghz = (double)h[PROF_WORDS - 3] / (double)h[PROF_WORDS - 2];
+      static const char* names[NPH] = {"qkv", "attn", "o", "gateup", "down", "head", "sample", "proj", "other"};
+      fprintf(stderr, "prof kind=%d do_sample=%d/%d launches=%.0f clock=%.3fGHz launch=%.2fus (CTA 0, us per launch: work / barrier wait)\n",
+              what, e->P.st.do_sample, e->P.sp.do_sample, n, ghz, h[PROF_WORDS - 2] / n / 1e3);
+      for (int st = 0; st < 2; st++) {
+        double tw = 0, tb = 0;
+        for (int ph = 0; ph < NPH; ph++) {
+          const double w = h[(st * NPH + ph) * 2] / n / ghz / 1e3, b = h[(st * NPH + ph) * 2 + 1] / n / ghz / 1e3;
+          tw += w;
+          tb += b;
+          if (w + b > 0) fprintf(stderr, "prof   %s %-7s %9.2f %9.2f\n", st ? "cp" : "tk", names[ph], w, b);
+        }
+        if (tw + tb > 0) fprintf(stderr, "prof   %s total   %9.2f %9.2f\n", st ? "cp" : "tk", tw, tb);
+      }
+    }
+  }
+#endif
   if (what != TB_BENCH_FRAME) e->frame = frame0;
   if (se != cudaSuccess) return fail("bench: %s", cudaGetErrorString(se));
   return rc;

@@ -6,6 +6,14 @@
 #include <cstdint>
 #include <math_constants.h>
 
+// Compile-time switches for measurement builds (build.sh passes TB_DEFS).
+#ifndef TB_PROF
+#define TB_PROF 0  // per-phase cycle counts of CTA 0, printed by tb_bench
+#endif
+#ifndef TB_BARBENCH
+#define TB_BARBENCH 0  // a talker-step launch runs 1000 grid barriers instead
+#endif
+
 namespace tb {
 
 constexpr int NT = 512;          // threads per CTA
@@ -16,6 +24,14 @@ constexpr int MAXG = 16;         // codes per frame
 constexpr int PSTRIDE = HD + 2;  // one attention partial: 128 sums, max, sum of weights
 
 enum Mode { MODE_PREFILL = 0, MODE_FRAME = 1, MODE_TALKER = 2, MODE_PREDICTOR = 3 };
+
+// Profiled phases (TB_PROF): [stack][phase][0 = work, 1 = barrier wait] in
+// cycles of CTA 0, then launch cycles, launch ns and launch count.
+enum Phase { PH_QKV, PH_ATTN, PH_O, PH_GU, PH_DOWN, PH_HEAD, PH_SAMPLE, PH_PROJ, PH_OTHER, NPH };
+constexpr int PROF_WORDS = 2 * NPH * 2 + 3;
+
+// Shared-memory layout of the fixed part (bytes): red, sf, sint, codes, then xs.
+constexpr int SM_XS = 1920;  // 16-byte aligned
 
 struct LayerD {
   const uint16_t *in_norm, *post_norm, *qkv, *o, *q_norm, *k_norm, *gate, *up, *down;
@@ -62,6 +78,7 @@ struct Params {
   int ntrail;
   const float* pad;
   unsigned* bar;
+  unsigned long long* prof;  // PROF_WORDS counters (TB_PROF builds)
   SamplerD st, sp;
   unsigned long long seed;
   int mode, p0, m, chunks, frame, tpos, last, bench_step, mmax;
@@ -121,20 +138,42 @@ __device__ __forceinline__ float warp_max(float v) {
 struct Grid {
   unsigned* bar;
   unsigned target;
-  __device__ void sync() {
+  int stack;                    // profiling: 0 talker, 1 code predictor
+  unsigned long long* acc;      // profiling: shared counters (CTA 0)
+  unsigned long long t_last;
+  __device__ void mark(int ph) {  // thread 0 only: work since the last mark
+#if TB_PROF
+    const unsigned long long now = clock64();
+    if (blockIdx.x == 0) acc[(stack * NPH + ph) * 2] += now - t_last;
+    t_last = now;
+#endif
+  }
+  __device__ void sync(int ph = PH_OTHER) {
     target += gridDim.x;
     __syncthreads();
     if (threadIdx.x == 0) {
-      __threadfence();
+#if TB_PROF
+      const unsigned long long arrive = clock64();
+      if (blockIdx.x == 0) acc[(stack * NPH + ph) * 2] += arrive - t_last;
+#endif
+      // bar.sync orders the CTA's writes before this release (cumulative);
+      // the relaxed spin plus one acquire fence is the PTX acquire pattern.
+      // No extra fences: measured 1.41 us per 132-CTA barrier against 1.75
+      // with __threadfence on both sides.
       asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(bar) : "memory");
       unsigned v;
       int n = 0;
       while (true) {
-        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(bar) : "memory");
+        asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(bar) : "memory");
         if (v >= target) break;
-        if (++n > 64) __nanosleep(40);
+        if (++n > 64) __nanosleep(32);
       }
-      __threadfence();
+      asm volatile("fence.acq_rel.gpu;" ::: "memory");
+#if TB_PROF
+      const unsigned long long rel = clock64();
+      if (blockIdx.x == 0) acc[(stack * NPH + ph) * 2 + 1] += rel - arrive;
+      t_last = rel;
+#endif
     }
     __syncthreads();
   }
@@ -145,9 +184,11 @@ struct Grid {
 // y[r] = W[r,:] . xs[t,:] for every row r, tokens t < m (MT >= m is the
 // compile-time token count). Rows are dealt to warps grid-wide; each warp
 // takes two rows at once so eight 16-byte loads per lane are in flight.
-template <int MT, class F>
+// pre() (every thread, once) writes xs, the activations, just before the
+// row loop (as written this way the build was measured and tested).
+template <int MT, class F, class P>
 __device__ __forceinline__ void matvec(const uint16_t* W, int N, int K, const float* xs, int xstride, int m,
-                                       F store) {
+                                       F store, P pre) {
   // Few tokens: two rows per warp for loads in flight. Many tokens: one row,
   // fewer loads per batch, so the accumulators fit in registers.
   constexpr bool PAIR = MT <= 2;
@@ -157,6 +198,20 @@ __device__ __forceinline__ void matvec(const uint16_t* W, int N, int K, const fl
   const int TW = gridDim.x * NW;
   const int nch = K >> 3;
   const int step = PAIR ? 2 * TW : TW;
+  uint4 wa[U], wb[PAIR ? U : 1];
+  auto load = [&](int r, int c0) {
+    const int r2 = r + TW;
+    const bool two = PAIR && r2 < N;
+    const uint4* pa = reinterpret_cast<const uint4*>(W + (size_t)r * K);
+    const uint4* pb = reinterpret_cast<const uint4*>(W + (size_t)(two ? r2 : r) * K);
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const int c = c0 + 32 * u;
+      wa[u] = c < nch ? ldw(pa + c) : make_uint4(0, 0, 0, 0);
+      if (PAIR) wb[PAIR ? u : 0] = (two && c < nch) ? ldw(pb + c) : make_uint4(0, 0, 0, 0);
+    }
+  };
+  pre();
   for (int r = gw; r < N; r += step) {
     const int r2 = r + TW;
     const bool two = PAIR && r2 < N;
@@ -165,16 +220,8 @@ __device__ __forceinline__ void matvec(const uint16_t* W, int N, int K, const fl
     for (int t = 0; t < MT; t++) a[t] = 0.f;
 #pragma unroll
     for (int t = 0; t < (PAIR ? MT : 1); t++) b[t] = 0.f;
-    const uint4* pa = reinterpret_cast<const uint4*>(W + (size_t)r * K);
-    const uint4* pb = reinterpret_cast<const uint4*>(W + (size_t)(two ? r2 : r) * K);
     for (int c0 = lane; c0 < nch; c0 += 32 * U) {
-      uint4 wa[U], wb[PAIR ? U : 1];
-#pragma unroll
-      for (int u = 0; u < U; u++) {
-        const int c = c0 + 32 * u;
-        wa[u] = c < nch ? ldw(pa + c) : make_uint4(0, 0, 0, 0);
-        if (PAIR) wb[PAIR ? u : 0] = (two && c < nch) ? ldw(pb + c) : make_uint4(0, 0, 0, 0);
-      }
+      load(r, c0);
 #pragma unroll
       for (int u = 0; u < U; u++) {
         const int c = c0 + 32 * u;
@@ -206,28 +253,33 @@ __device__ __forceinline__ void matvec(const uint16_t* W, int N, int K, const fl
 }
 
 // act[t][r] = SiLU(gate[r].xs[t]) * (up[r].xs[t]): one warp owns both rows.
-template <int MT>
+// pre() as in matvec.
+template <int MT, class P>
 __device__ __forceinline__ void matvec_gate_up(const uint16_t* Wg, const uint16_t* Wu, int N, int K, const float* xs,
-                                               int xstride, int m, float* act, int act_stride) {
+                                               int xstride, int m, float* act, int act_stride, P pre) {
   const int lane = threadIdx.x & 31;
   const int gw = blockIdx.x * NW + (threadIdx.x >> 5);
   const int TW = gridDim.x * NW;
   const int nch = K >> 3;
   constexpr int U = MT <= 2 ? 4 : 2;
+  uint4 wa[U], wb[U];
+  auto load = [&](int r, int c0) {
+    const uint4* pa = reinterpret_cast<const uint4*>(Wg + (size_t)r * K);
+    const uint4* pb = reinterpret_cast<const uint4*>(Wu + (size_t)r * K);
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const int c = c0 + 32 * u;
+      wa[u] = c < nch ? ldw(pa + c) : make_uint4(0, 0, 0, 0);
+      wb[u] = c < nch ? ldw(pb + c) : make_uint4(0, 0, 0, 0);
+    }
+  };
+  pre();
   for (int r = gw; r < N; r += TW) {
     float a[MT], b[MT];
 #pragma unroll
     for (int t = 0; t < MT; t++) a[t] = b[t] = 0.f;
-    const uint4* pa = reinterpret_cast<const uint4*>(Wg + (size_t)r * K);
-    const uint4* pb = reinterpret_cast<const uint4*>(Wu + (size_t)r * K);
     for (int c0 = lane; c0 < nch; c0 += 32 * U) {
-      uint4 wa[U], wb[U];
-#pragma unroll
-      for (int u = 0; u < U; u++) {
-        const int c = c0 + 32 * u;
-        wa[u] = c < nch ? ldw(pa + c) : make_uint4(0, 0, 0, 0);
-        wb[u] = c < nch ? ldw(pb + c) : make_uint4(0, 0, 0, 0);
-      }
+      load(r, c0);
 #pragma unroll
       for (int u = 0; u < U; u++) {
         const int c = c0 + 32 * u;
@@ -258,9 +310,17 @@ __device__ __forceinline__ void matvec_gate_up(const uint16_t* Wg, const uint16_
 // RMSNorm of m rows in place in shared memory (fp32: x * rsqrt(mean(x^2)+eps) * w).
 // src, when not null, is first copied in (data written earlier in this launch:
 // L1-bypassing loads).
-__device__ void norm_rows(float* xs, int xstride, const float* src, int src_stride, int m, int H,
+__device__ __forceinline__ void norm_rows(float* xs, int xstride, const float* src, int src_stride, int m, int H,
                           const uint16_t* w, float eps, float* red) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  // The norm weights do not depend on the barrier: issue their loads first so
+  // they overlap the activation loads (one L2 round trip instead of two).
+  float wv[4];
+#pragma unroll
+  for (int k = 0; k < 4; k++) {
+    const int i = threadIdx.x + k * NT;
+    wv[k] = i < H ? bf(w[i]) : 0.f;
+  }
   if (src) {
     for (int t = 0; t < m; t++)
       for (int i = threadIdx.x; i < H; i += NT) xs[t * xstride + i] = __ldcg(src + (size_t)t * src_stride + i);
@@ -278,6 +338,14 @@ __device__ void norm_rows(float* xs, int xstride, const float* src, int src_stri
   __syncthreads();
   for (int t = 0; t < m; t++) {
     const float r = red[t];
+    if (H <= 4 * NT) {
+#pragma unroll
+      for (int k = 0; k < 4; k++) {
+        const int i = threadIdx.x + k * NT;
+        if (i < H) xs[t * xstride + i] = xs[t * xstride + i] * r * wv[k];
+      }
+      continue;
+    }
     for (int i = threadIdx.x; i < H; i += NT) xs[t * xstride + i] = xs[t * xstride + i] * r * bf(w[i]);
   }
   __syncthreads();
@@ -329,7 +397,11 @@ __device__ void attention(const Params& a, const StackD& S, int l, int m, int p0
     const int kvh = h / grp, pos = p0 + t, len = pos + 1;
     const int b0 = (int)((long long)c * len / C), b1 = (int)((long long)(c + 1) * len / C);
     const int n0 = max(b0, p0);
-    if (warp == 0) norm_rope(a.qkv + (size_t)t * a.qkv_stride + h * HD, Lw.q_norm, S.eps, pos, S.inv_freq, sq);
+    const uint16_t* Kc = S.kc + (((size_t)l * nkv + kvh) * S.cap) * HD;
+    const uint16_t* Vc = S.vc + (((size_t)l * nkv + kvh) * S.cap) * HD;
+    // q on the last warp: the new position's k (first positions' warps) runs alongside.
+    if (warp == NW - 1)
+      norm_rope(a.qkv + (size_t)t * a.qkv_stride + h * HD, Lw.q_norm, S.eps, pos, S.inv_freq, sq);
     for (int j = n0 + warp; j < b1; j += NW) {
       const float* raw = a.qkv + (size_t)(j - p0) * a.qkv_stride;
       float* kd = snk + (j - n0) * HD;
@@ -349,8 +421,6 @@ __device__ void attention(const Params& a, const StackD& S, int l, int m, int p0
     float q4[4];
 #pragma unroll
     for (int i = 0; i < 4; i++) q4[i] = sq[lane * 4 + i];
-    const uint16_t* Kc = S.kc + (((size_t)l * nkv + kvh) * S.cap) * HD;
-    const uint16_t* Vc = S.vc + (((size_t)l * nkv + kvh) * S.cap) * HD;
     float mrun = -CUDART_INF_F, lsum = 0.f, acc[4] = {0.f, 0.f, 0.f, 0.f};
     for (int ts = b0; ts < b1; ts += TILE) {
       const int te = min(ts + TILE, b1);
@@ -416,7 +486,7 @@ __device__ void attention(const Params& a, const StackD& S, int l, int m, int p0
 }
 
 // Merge the C partials of every (token, head) into xs[t][h*HD + d].
-__device__ void merge_attention(const Params& a, const StackD& S, int m, int C, float* xs, int xstride) {
+__device__ __forceinline__ void merge_attention(const Params& a, const StackD& S, int m, int C, float* xs, int xstride) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   for (int pr = warp; pr < m * S.nh; pr += NW) {
     const int t = pr / S.nh, h = pr % S.nh;
@@ -449,39 +519,50 @@ __device__ void run_stack(const Params& a, const StackD& S, int m, int p0, int C
   float* x = a.x;
   const int xsd = a.xstride;
   for (int l = 0; l < S.L; l++) {
-    const LayerD& Lw = S.layers[l];
+    // By value: the barriers' memory clobbers would otherwise reload the
+    // pointers from global memory (an L2 round trip) in every phase.
+    const LayerD Lw = S.layers[l];
     // A: input norm + fused QKV projection
-    if (l == 0 && input_in_smem)
-      norm_rows(xs, H, nullptr, 0, m, H, Lw.in_norm, S.eps, red);
-    else
-      norm_rows(xs, H, x, xsd, m, H, Lw.in_norm, S.eps, red);
     float* qkv = a.qkv;
     const int qs = a.qkv_stride;
-    matvec<MT>(Lw.qkv, QN, H, xs, H, m, [&](int r, int t, float v) { qkv[(size_t)t * qs + r] = v; });
-    g.sync();
+    matvec<MT>(
+        Lw.qkv, QN, H, xs, H, m, [&](int r, int t, float v) { qkv[(size_t)t * qs + r] = v; },
+        [&] {
+          if (l == 0 && input_in_smem)
+            norm_rows(xs, H, nullptr, 0, m, H, Lw.in_norm, S.eps, red);
+          else
+            norm_rows(xs, H, x, xsd, m, H, Lw.in_norm, S.eps, red);
+        });
+    g.sync(PH_QKV);
     // B: attention partials
     attention(a, S, l, m, p0, C, xs);
-    g.sync();
+    g.sync(PH_ATTN);
     // C: merge + O projection into the residual
-    merge_attention(a, S, m, C, xs, AO);
-    matvec<MT>(Lw.o, H, AO, xs, AO, m, [&](int r, int t, float v) {
-      float* px = x + (size_t)t * xsd + r;
-      *px = __ldcg(px) + v;
-    });
-    g.sync();
+    matvec<MT>(
+        Lw.o, H, AO, xs, AO, m,
+        [&](int r, int t, float v) {
+          float* px = x + (size_t)t * xsd + r;
+          *px = __ldcg(px) + v;
+        },
+        [&] { merge_attention(a, S, m, C, xs, AO); });
+    g.sync(PH_O);
     // D: post-attention norm + gate/up
-    norm_rows(xs, H, x, xsd, m, H, Lw.post_norm, S.eps, red);
-    matvec_gate_up<MT>(Lw.gate, Lw.up, I, H, xs, H, m, a.act, a.act_stride);
-    g.sync();
+    matvec_gate_up<MT>(Lw.gate, Lw.up, I, H, xs, H, m, a.act, a.act_stride,
+                       [&] { norm_rows(xs, H, x, xsd, m, H, Lw.post_norm, S.eps, red); });
+    g.sync(PH_GU);
     // E: down projection into the residual
-    for (int t = 0; t < m; t++)
-      for (int i = threadIdx.x; i < I; i += NT) xs[t * I + i] = __ldcg(a.act + (size_t)t * a.act_stride + i);
-    __syncthreads();
-    matvec<MT>(Lw.down, H, I, xs, I, m, [&](int r, int t, float v) {
-      float* px = x + (size_t)t * xsd + r;
-      *px = __ldcg(px) + v;
-    });
-    g.sync();
+    matvec<MT>(
+        Lw.down, H, I, xs, I, m,
+        [&](int r, int t, float v) {
+          float* px = x + (size_t)t * xsd + r;
+          *px = __ldcg(px) + v;
+        },
+        [&] {
+          for (int t = 0; t < m; t++)
+            for (int i = threadIdx.x; i < I; i += NT) xs[t * I + i] = __ldcg(a.act + (size_t)t * a.act_stride + i);
+          __syncthreads();
+        });
+    g.sync(PH_DOWN);
   }
 }
 
@@ -489,11 +570,14 @@ __device__ void run_stack(const Params& a, const StackD& S, int m, int p0, int C
 // normed hidden when hidden_out is set.
 __device__ void head(const Params& a, const StackD& S, int t, const uint16_t* W, int V, float* logits,
                      float* hidden_out, float* xs, float* red, Grid& g) {
-  norm_rows(xs, S.H, a.x + (size_t)t * a.xstride, a.xstride, 1, S.H, S.final_norm, S.eps, red);
-  if (hidden_out && blockIdx.x == 0)
-    for (int i = threadIdx.x; i < S.H; i += NT) hidden_out[i] = xs[i];
-  matvec<1>(W, V, S.H, xs, S.H, 1, [&](int r, int, float v) { logits[r] = v; });
-  g.sync();
+  matvec<1>(
+      W, V, S.H, xs, S.H, 1, [&](int r, int, float v) { logits[r] = v; },
+      [&] {
+        norm_rows(xs, S.H, a.x + (size_t)t * a.xstride, a.xstride, 1, S.H, S.final_norm, S.eps, red);
+        if (hidden_out && blockIdx.x == 0)
+          for (int i = threadIdx.x; i < S.H; i += NT) hidden_out[i] = xs[i];
+      });
+  g.sync(PH_HEAD);
 }
 
 // ---------------------------------------------------------------- sampling
@@ -733,6 +817,7 @@ struct Smem {
 // Code-predictor step j (1..15) of frame a.frame; returns the sampled code.
 __device__ int predictor_step(const Params& a, int j, const Smem& s, Grid& g) {
   const StackD& S = a.cp;
+  g.stack = 1;
   const int H = a.tk.H;  // width of the raw inputs (talker hidden)
   const int m = j == 1 ? 2 : 1;
   const int p0 = j == 1 ? 0 : j;
@@ -754,8 +839,9 @@ __device__ int predictor_step(const Params& a, int j, const Smem& s, Grid& g) {
     float* x = a.x;
     const int xsd = a.xstride;
     const uint16_t* b = a.proj_b;
-    matvec<2>(a.proj_w, S.H, H, s.xs, H, m, [&](int r, int t, float v) { x[(size_t)t * xsd + r] = v + bf(b[r]); });
-    g.sync();
+    matvec<2>(
+        a.proj_w, S.H, H, s.xs, H, m, [&](int r, int t, float v) { x[(size_t)t * xsd + r] = v + bf(b[r]); }, [] {});
+    g.sync(PH_PROJ);
     in_smem = false;
   } else if (blockIdx.x == 0) {
     for (int t = 0; t < m; t++)
@@ -767,13 +853,16 @@ __device__ int predictor_step(const Params& a, int j, const Smem& s, Grid& g) {
     run_stack<1>(a, S, 1, p0, 1, s.xs, s.red, g, in_smem);
   float* lg = a.plogits + (size_t)(j - 1) * a.Vp;
   head(a, S, m - 1, a.cp_heads + (size_t)(j - 1) * a.Vp * S.H, a.Vp, lg, nullptr, s.xs, s.red, g);
-  return sample_block(a, lg, a.Vp, a.sp, false, a.frame, j, s.xs, s.sf, s.sint);
+  const int c = sample_block(a, lg, a.Vp, a.sp, false, a.frame, j, s.xs, s.sf, s.sint);
+  if (threadIdx.x == 0) g.mark(PH_SAMPLE);
+  return c;
 }
 
 // Talker step for the codes in s.codes (frame a.frame fed back): builds the
 // input embedding, runs the stack at a.tpos and samples group 0 of the next frame.
 __device__ int talker_step(const Params& a, const Smem& s, Grid& g) {
   const StackD& S = a.tk;
+  g.stack = 0;
   const int H = S.H;
   const float* text = a.frame < a.ntrail ? a.trail + (size_t)a.frame * H : a.pad;
   for (int i = threadIdx.x; i < H; i += NT) {
@@ -784,9 +873,12 @@ __device__ int talker_step(const Params& a, const Smem& s, Grid& g) {
     if (blockIdx.x == 0) a.x[i] = v;
   }
   __syncthreads();
+  if (threadIdx.x == 0) g.mark(PH_OTHER);
   run_stack<1>(a, S, 1, a.tpos, a.chunks, s.xs, s.red, g, true);
   head(a, S, 0, a.codec_head, a.V, a.tlogits, a.hidden, s.xs, s.red, g);
-  return sample_block(a, a.tlogits, a.V, a.st, true, a.frame + 1, 0, s.xs, s.sf, s.sint);
+  const int c = sample_block(a, a.tlogits, a.V, a.st, true, a.frame + 1, 0, s.xs, s.sf, s.sint);
+  if (threadIdx.x == 0) g.mark(PH_SAMPLE);
+  return c;
 }
 
 template <int MT>
@@ -818,8 +910,34 @@ __global__ void __launch_bounds__(NT, 1) decode_kernel(const Params a) {
   s.sf = s.red + 64;
   s.sint = reinterpret_cast<int*>(s.sf + 64);
   s.codes = s.sint + 64 + 256;
-  s.xs = reinterpret_cast<float*>(s.codes + 32);  // offset 1792 bytes: 16-byte aligned
-  Grid g{a.bar, 0};
+  s.xs = reinterpret_cast<float*>(smem_raw + SM_XS);
+  Grid g{a.bar, 0, 0, nullptr, 0};
+#if TB_PROF
+  __shared__ unsigned long long prof_acc[2 * NPH * 2];
+  unsigned long long t_start = 0, ns_start = 0;
+  if (threadIdx.x < 2 * NPH * 2) prof_acc[threadIdx.x] = 0;
+  g.acc = prof_acc;
+  if (threadIdx.x == 0) {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns_start));
+    t_start = clock64();
+    g.t_last = t_start;
+  }
+  __syncthreads();
+  struct Flush {  // adds CTA 0's counters to a.prof when the kernel returns
+    const Params& a;
+    unsigned long long *acc, &t0, &ns0;
+    __device__ ~Flush() {
+      if (blockIdx.x != 0 || threadIdx.x != 0 || !a.prof) return;
+      unsigned long long ns;
+      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
+      const unsigned long long cyc = clock64() - t0;
+      for (int i = 0; i < 2 * NPH * 2; i++) atomicAdd(a.prof + i, acc[i]);
+      atomicAdd(a.prof + 2 * NPH * 2, cyc);
+      atomicAdd(a.prof + 2 * NPH * 2 + 1, ns - ns0);
+      atomicAdd(a.prof + 2 * NPH * 2 + 2, 1ull);
+    }
+  } flush{a, prof_acc, t_start, ns_start};
+#endif
   if (a.mode == MODE_PREFILL) {
     if (a.mmax >= 8 && a.m > 4) prefill_chunk<8>(a, s, g);
     else if (a.m > 2) prefill_chunk<4>(a, s, g);
@@ -836,6 +954,12 @@ __global__ void __launch_bounds__(NT, 1) decode_kernel(const Params a) {
     s.codes[threadIdx.x] = c;
   }
   __syncthreads();
+#if TB_BARBENCH
+  if (a.mode == MODE_TALKER) {
+    for (int i = 0; i < 1000; i++) g.sync(PH_OTHER);
+    return;
+  }
+#endif
   if (a.mode == MODE_PREDICTOR) {
     predictor_step(a, a.bench_step, s, g);
     return;
