@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"runtime"
 	"sync"
 	"time"
@@ -31,10 +30,11 @@ type Options struct {
 	SkipWarmup bool
 }
 
-// ErrBadPrompt and ErrBadOptions are wrapped by validation errors.
+// ErrBadPrompt and ErrBadOptions are wrapped by validation errors (the
+// backend contract's, shared with the CPU engine).
 var (
-	ErrBadPrompt  = errors.New("cuda: bad prompt")
-	ErrBadOptions = errors.New("cuda: bad generate options")
+	ErrBadPrompt  = backend.ErrBadPrompt
+	ErrBadOptions = backend.ErrBadOptions
 )
 
 // LM is the CUDA language model. Generate calls are serialised; several LMs
@@ -173,59 +173,9 @@ func syntheticPrompt(h, rows, trailing int, seed uint64) backend.Prompt {
 }
 
 func (lm *LM) validate(p backend.Prompt, opt backend.GenerateOptions) error {
-	if len(p.Prefill) == 0 {
-		return fmt.Errorf("%w: no prefill rows", ErrBadPrompt)
-	}
-	if len(p.Prefill) >= lm.maxPositions {
-		return fmt.Errorf("%w: %d prefill rows exceed the %d positions of the KV cache", ErrBadPrompt, len(p.Prefill), lm.maxPositions)
-	}
-	check := func(what string, i int, row []float32) error {
-		if len(row) != lm.hidden {
-			return fmt.Errorf("%w: %s row %d has width %d, want %d", ErrBadPrompt, what, i, len(row), lm.hidden)
-		}
-		for j, v := range row {
-			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-				return fmt.Errorf("%w: %s row %d has a non-finite value at %d", ErrBadPrompt, what, i, j)
-			}
-		}
-		return nil
-	}
-	for i, r := range p.Prefill {
-		if err := check("prefill", i, r); err != nil {
-			return err
-		}
-	}
-	for i, r := range p.Trailing {
-		if err := check("trailing", i, r); err != nil {
-			return err
-		}
-	}
-	if err := check("tts_pad", 0, p.TTSPad); err != nil {
-		return err
-	}
-	if err := opt.Talker.Validate(); err != nil {
-		return fmt.Errorf("%w: talker: %v", ErrBadOptions, err)
-	}
-	if err := opt.Predictor.Validate(); err != nil {
-		return fmt.Errorf("%w: code predictor: %v", ErrBadOptions, err)
-	}
-	if opt.MaxFrames < 0 || opt.ExactFrames < 0 {
-		return fmt.Errorf("%w: MaxFrames %d and ExactFrames %d must not be negative", ErrBadOptions, opt.MaxFrames, opt.ExactFrames)
-	}
-	if limit := lm.maxPositions - len(p.Prefill) - 1; opt.ExactFrames > limit {
-		return fmt.Errorf("%w: ExactFrames %d exceeds the %d positions left after the prefill", ErrBadOptions, opt.ExactFrames, limit)
-	}
-	for i, c := range opt.TeacherCodes {
-		if c[0] < 0 || int(c[0]) >= lm.vocab {
-			return fmt.Errorf("%w: teacher frame %d group 0 code %d outside [0,%d)", ErrBadOptions, i, c[0], lm.vocab)
-		}
-		for g := 1; g < backend.NumGroups; g++ {
-			if c[g] < 0 || int(c[g]) >= lm.cpVoc {
-				return fmt.Errorf("%w: teacher frame %d group %d code %d outside [0,%d)", ErrBadOptions, i, g, c[g], lm.cpVoc)
-			}
-		}
-	}
-	return nil
+	// The last KV position is kept free for the talker step that samples the
+	// final group-0 code, hence one position fewer than the cache holds.
+	return backend.Validate(p, opt, backend.Limits{Hidden: lm.hidden, Positions: lm.maxPositions - 1, Vocab: lm.vocab, PredictorVocab: lm.cpVoc})
 }
 
 func cSampler(p sample.Params) C.tb_sampler {
