@@ -17,14 +17,18 @@ const frameBuffer = 8
 // goroutines: the LM producing frames, and the codec turning them into PCM
 // chunks on out. out is closed after the final chunk.
 type stream struct {
-	lm          backend.LM
-	codec       backend.Codec
-	prompt      backend.Prompt
-	opt         backend.GenerateOptions
-	chunkFrames int
-	start       time.Time
-	prepare     time.Duration // tokenizer + prompt builder, before start of the LM
-	device      string
+	lm    backend.LM
+	codec backend.Codec
+	// openCodec and releaseCodec, when set, hand out and take back a codec
+	// stream (the engine reuses one); otherwise a fresh stream is made and closed.
+	openCodec    func() (backend.CodecStream, error)
+	releaseCodec func(backend.CodecStream)
+	prompt       backend.Prompt
+	opt          backend.GenerateOptions
+	chunkFrames  int
+	start        time.Time
+	prepare      time.Duration // tokenizer + prompt builder, before start of the LM
+	device       string
 	// trimSamples drops this many samples from the start of the audio (ICL
 	// voice clone decodes the reference codes as context and cuts them).
 	contextCodes []backend.Codes
@@ -48,7 +52,12 @@ func (s *stream) run(ctx context.Context, out chan<- Chunk) {
 	}()
 
 	stats := &Stats{Device: s.device, Prepare: s.prepare}
-	codecStream, err := s.codec.NewStream()
+	open, release := s.openCodec, s.releaseCodec
+	if open == nil {
+		open = s.codec.NewStream
+		release = func(cs backend.CodecStream) { cs.Close() }
+	}
+	codecStream, err := open()
 	if err != nil {
 		cancel()
 		for range frames {
@@ -57,7 +66,7 @@ func (s *stream) run(ctx context.Context, out chan<- Chunk) {
 		s.finish(ctx, out, stats, fmt.Errorf("codec: %w", err))
 		return
 	}
-	defer codecStream.Close()
+	defer release(codecStream)
 
 	var codecErr error
 	if len(s.contextCodes) > 0 {

@@ -140,3 +140,43 @@ func TestPipelineCodecErrorEndsUtterance(t *testing.T) {
 		t.Fatalf("want 3 audio chunks then a failed final, got %d chunks, err %v", len(chunks), final.Err)
 	}
 }
+
+// resettable is a fake GPU-like stream that counts resets.
+type resettable struct {
+	fakeStream
+	resets, closes int
+}
+
+func (r *resettable) Reset() error { r.resets++; r.seen = 0; return nil }
+func (r *resettable) Close() error { r.closes++; return nil }
+
+type resettableCodec struct {
+	fakeCodec
+	made []*resettable
+}
+
+func (c *resettableCodec) NewStream() (backend.CodecStream, error) {
+	r := &resettable{fakeStream: fakeStream{c: &c.fakeCodec}}
+	c.made = append(c.made, r)
+	return r, nil
+}
+
+// A resettable codec stream is made once and reset for every later
+// utterance (a new GPU stream would capture its graphs again); Close frees it.
+func TestEngineReusesResettableCodecStream(t *testing.T) {
+	c := &resettableCodec{}
+	e := &Engine{codec: c, lm: &fakeLM{n: 3}}
+	for i := 0; i < 3; i++ {
+		s := &stream{lm: e.lm, codec: c, chunkFrames: 1, openCodec: e.takeCodecStream, releaseCodec: e.keepCodecStream}
+		if final := collect(t, runStream(context.Background(), s)); final[len(final)-1].Err != nil {
+			t.Fatal(final[len(final)-1].Err)
+		}
+	}
+	if len(c.made) != 1 || c.made[0].resets != 2 || c.made[0].closes != 0 {
+		t.Fatalf("streams made %d, resets %d, closes %d; want 1, 2, 0", len(c.made), c.made[0].resets, c.made[0].closes)
+	}
+	e.Close()
+	if c.made[0].closes != 1 {
+		t.Error("Close did not free the kept stream")
+	}
+}
