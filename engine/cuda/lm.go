@@ -113,6 +113,27 @@ func NewLM(m *model.Model, opt Options) (*LM, error) {
 // Device names the GPU.
 func (lm *LM) Device() string { return lm.device }
 
+// ReserveSMs launches the persistent kernel on n fewer SMs, leaving them to
+// other streams: kernels of another stream cannot share an SM with it (it
+// holds every register), so without free SMs the GPU codec only runs in the
+// gaps between frames. n must be at most half the SMs.
+func (lm *LM) ReserveSMs(n int) error {
+	lm.mu.Lock()
+	defer lm.mu.Unlock()
+	if lm.e == nil {
+		return errors.New("cuda: ReserveSMs on a closed LM")
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if C.c_reserve_sms(lm.e, C.int(n)) != 0 {
+		return lastError("reserve SMs")
+	}
+	var g, th, sm, mm C.int
+	C.c_geometry(lm.e, &g, &th, &sm, &mm)
+	lm.grid = int(g)
+	return nil
+}
+
 // Geometry reports the launch shape chosen from the device at load time.
 func (lm *LM) Geometry() (grid, threads, smemBytes, tokensPerPass int) {
 	return lm.grid, lm.threads, lm.smem, lm.tokensPerPass

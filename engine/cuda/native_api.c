@@ -14,6 +14,7 @@ typedef struct {
 	tb_engine *(*create)(const tb_weights *, int);
 	void (*destroy)(tb_engine *);
 	int (*geometry)(tb_engine *, int *, int *, int *, int *);
+	int (*reserve_sms)(tb_engine *, int);
 	int (*reset)(tb_engine *);
 	int (*set_sampling)(tb_engine *, const tb_sampler *, const tb_sampler *, uint64_t, int);
 	int (*prefill)(tb_engine *, const float *, int, const float *, int, const float *, int32_t *);
@@ -40,7 +41,7 @@ int tb_open(const char *path) {
 		return -1;                                                              \
 	}
 	SYM(abi_version) SYM(last_error) SYM(device_count) SYM(device_info) SYM(create) SYM(destroy)
-	SYM(geometry) SYM(reset) SYM(set_sampling) SYM(prefill) SYM(frame_submit) SYM(frame_wait)
+	SYM(geometry) SYM(reserve_sms) SYM(reset) SYM(set_sampling) SYM(prefill) SYM(frame_submit) SYM(frame_wait)
 	SYM(read_logits) SYM(bench)
 #undef SYM
 	return 0;
@@ -55,6 +56,7 @@ tb_engine *c_create(const tb_weights *w, int d) { return api.create(w, d); }
 void c_destroy(tb_engine *e) { api.destroy(e); }
 int c_geometry(tb_engine *e, int *g, int *t, int *s, int *m) { return api.geometry(e, g, t, s, m); }
 int c_reset(tb_engine *e) { return api.reset(e); }
+int c_reserve_sms(tb_engine *e, int n) { return api.reserve_sms(e, n); }
 int c_set_sampling(tb_engine *e, const tb_sampler *t, const tb_sampler *p, uint64_t seed, int mask) { return api.set_sampling(e, t, p, seed, mask); }
 int c_prefill(tb_engine *e, const float *r, int n, const float *tr, int nt, const float *pad, int32_t *g0) { return api.prefill(e, r, n, tr, nt, pad, g0); }
 int c_frame_submit(tb_engine *e, const int32_t *t) { return api.frame_submit(e, t); }

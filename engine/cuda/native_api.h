@@ -12,6 +12,7 @@ tb_engine *c_create(const tb_weights *w, int d);
 void c_destroy(tb_engine *e);
 int c_geometry(tb_engine *e, int *g, int *t, int *s, int *m);
 int c_reset(tb_engine *e);
+int c_reserve_sms(tb_engine *e, int n);
 int c_set_sampling(tb_engine *e, const tb_sampler *t, const tb_sampler *p, uint64_t seed, int mask);
 int c_prefill(tb_engine *e, const float *r, int n, const float *tr, int nt, const float *pad, int32_t *g0);
 int c_frame_submit(tb_engine *e, const int32_t *t);

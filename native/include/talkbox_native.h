@@ -28,7 +28,7 @@
 extern "C" {
 #endif
 
-#define TB_ABI_VERSION 1
+#define TB_ABI_VERSION 2
 
 typedef struct tb_engine tb_engine;
 
@@ -85,6 +85,8 @@ int tb_device_info(int device, char *name, int name_cap, int *sm_count, int *cc_
 
 tb_engine *tb_create(const tb_weights *w, int device);
 void tb_destroy(tb_engine *e);
+/* Leave n SMs free for other work (the GPU codec) by launching fewer CTAs; n <= SMs/2. */
+int tb_reserve_sms(tb_engine *e, int n);
 /* Launch geometry chosen at create time (for logs). */
 int tb_geometry(tb_engine *e, int *grid, int *threads, int *smem_bytes, int *max_tokens_per_pass);
 

@@ -414,6 +414,16 @@ tb_engine* tb_create(const tb_weights* w, int device) {
 
 void tb_destroy(tb_engine* e) { delete e; }
 
+int tb_reserve_sms(tb_engine* e, int n) {
+  if (!e) return fail("no engine");
+  if (n < 0 || n > e->sms / 2) return fail("reserve %d SMs: want 0..%d (half of %d)", n, e->sms / 2, e->sms);
+  // Fewer CTAs than SMs: the free SMs run other streams' kernels (the GPU
+  // codec) while the persistent kernel holds the rest. Every loop in the
+  // kernel strides by gridDim.x, so any grid size is correct.
+  e->grid = e->sms - n;
+  return 0;
+}
+
 int tb_geometry(tb_engine* e, int* grid, int* threads, int* smem, int* mmax) {
   if (!e) return fail("no engine");
   if (grid) *grid = e->grid;
