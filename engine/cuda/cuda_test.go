@@ -26,7 +26,7 @@ func requireGPU(t *testing.T) {
 }
 
 func TestMissingLibraryIsUnavailable(t *testing.T) {
-	_, err := openLibrary([]string{filepath.Join(t.TempDir(), LibraryName)})
+	_, err := openLibrary(filepath.Join(t.TempDir(), LibraryName))
 	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("error %v does not wrap ErrUnavailable", err)
 	}

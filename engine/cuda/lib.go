@@ -14,10 +14,8 @@ import "C"
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 	"sync"
+	"talkbox/engine/nativelib"
 	"unsafe"
 )
 
@@ -29,7 +27,7 @@ var ErrUnavailable = errors.New("cuda backend unavailable")
 const LibraryName = "libtalkbox_native.so"
 
 // EnvLibrary names a library file or a directory holding it.
-const EnvLibrary = "TALKBOX_NATIVE"
+const EnvLibrary = nativelib.EnvDir
 
 var (
 	loadOnce sync.Once
@@ -37,58 +35,29 @@ var (
 	loadPath string
 )
 
-// candidates lists where the library is looked for, in order: next to the
-// executable, $TALKBOX_NATIVE, native/build/ under the working directory and
-// under the nearest ancestor holding go.mod (tests run in package folders).
-func candidates() []string {
-	var out []string
-	if exe, err := os.Executable(); err == nil {
-		out = append(out, filepath.Join(filepath.Dir(exe), LibraryName))
+// findAndOpen dlopens the library where nativelib finds it.
+func findAndOpen() (string, error) {
+	p, err := nativelib.Find(LibraryName, "native")
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
-	if v := os.Getenv(EnvLibrary); v != "" {
-		if st, err := os.Stat(v); err == nil && st.IsDir() {
-			v = filepath.Join(v, LibraryName)
-		}
-		out = append(out, v)
-	}
-	if wd, err := os.Getwd(); err == nil {
-		out = append(out, filepath.Join(wd, "native", "build", LibraryName))
-		for d := wd; ; d = filepath.Dir(d) {
-			if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-				out = append(out, filepath.Join(d, "native", "build", LibraryName))
-				break
-			}
-			if filepath.Dir(d) == d {
-				break
-			}
-		}
-	}
-	return out
+	return openLibrary(p)
 }
 
-// openLibrary dlopens the first candidate that exists.
-func openLibrary(paths []string) (string, error) {
-	var tried []string
-	for _, p := range paths {
-		if _, err := os.Stat(p); err != nil {
-			tried = append(tried, p)
-			continue
-		}
-		cp := C.CString(p)
-		rc := C.tb_open(cp)
-		C.free(unsafe.Pointer(cp))
-		if rc != 0 {
-			return "", fmt.Errorf("%w: %s", ErrUnavailable, C.GoString(C.tb_dl_error()))
-		}
-		return p, nil
+// openLibrary dlopens the library file p.
+func openLibrary(p string) (string, error) {
+	cp := C.CString(p)
+	rc := C.tb_open(cp)
+	C.free(unsafe.Pointer(cp))
+	if rc != 0 {
+		return "", fmt.Errorf("%w: %s", ErrUnavailable, C.GoString(C.tb_dl_error()))
 	}
-	return "", fmt.Errorf("%w: %s not found (looked at %s; build it with `make native` or set %s)",
-		ErrUnavailable, LibraryName, strings.Join(tried, ", "), EnvLibrary)
+	return p, nil
 }
 
 func load() error {
 	loadOnce.Do(func() {
-		loadPath, loadErr = openLibrary(candidates())
+		loadPath, loadErr = findAndOpen()
 		if loadErr != nil {
 			return
 		}

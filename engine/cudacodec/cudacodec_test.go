@@ -42,7 +42,7 @@ func requireGPU(t *testing.T) {
 // TestUnavailableWrapsSentinel runs everywhere: a missing library is
 // ErrUnavailable, and without a usable GPU New says so with the same error.
 func TestUnavailableWrapsSentinel(t *testing.T) {
-	_, err := openLibrary([]string{filepath.Join(t.TempDir(), LibraryName)})
+	_, err := openLibrary(filepath.Join(t.TempDir(), LibraryName))
 	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("missing library: %v, want ErrUnavailable", err)
 	}

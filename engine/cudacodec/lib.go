@@ -20,10 +20,8 @@ import "C"
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 	"sync"
+	"talkbox/engine/nativelib"
 	"unsafe"
 )
 
@@ -36,7 +34,7 @@ const LibraryName = "libtalkbox_codec.so"
 
 // EnvLibrary names a library file or a directory holding it (shared with
 // engine/cuda, whose library sits in the same directory).
-const EnvLibrary = "TALKBOX_NATIVE"
+const EnvLibrary = nativelib.EnvDir
 
 var (
 	loadOnce sync.Once
@@ -44,69 +42,37 @@ var (
 	loadPath string
 )
 
-// candidates lists where the library is looked for, in order: next to the
-// executable, $TALKBOX_NATIVE, native/build/ under the working directory and
-// under the nearest ancestor holding go.mod (tests run in package folders).
-func candidates() []string {
-	var out []string
-	if exe, err := os.Executable(); err == nil {
-		out = append(out, filepath.Join(filepath.Dir(exe), LibraryName))
-	}
-	if v := os.Getenv(EnvLibrary); v != "" {
-		if st, err := os.Stat(v); err == nil && st.IsDir() {
-			v = filepath.Join(v, LibraryName)
-		} else if filepath.Base(v) != LibraryName {
-			// A file path names engine/cuda's library: look beside it.
-			v = filepath.Join(filepath.Dir(v), LibraryName)
-		}
-		out = append(out, v)
-	}
-	if wd, err := os.Getwd(); err == nil {
-		out = append(out, filepath.Join(wd, "native", "build", LibraryName))
-		for d := wd; ; d = filepath.Dir(d) {
-			if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-				out = append(out, filepath.Join(d, "native", "build", LibraryName))
-				break
-			}
-			if filepath.Dir(d) == d {
-				break
-			}
-		}
-	}
-	return out
-}
-
 // errBuf is a C-side message buffer for one call.
 type errBuf [512]C.char
 
 func (b *errBuf) ptr() (*C.char, C.int) { return &b[0], C.int(len(b)) }
 func (b *errBuf) String() string        { return C.GoString(&b[0]) }
 
-// openLibrary dlopens the first candidate that exists.
-func openLibrary(paths []string) (string, error) {
-	var tried []string
-	for _, p := range paths {
-		if _, err := os.Stat(p); err != nil {
-			tried = append(tried, p)
-			continue
-		}
-		var eb errBuf
-		cp := C.CString(p)
-		e, n := eb.ptr()
-		rc := C.tbcgo_open(cp, e, n)
-		C.free(unsafe.Pointer(cp))
-		if rc != 0 {
-			return "", fmt.Errorf("%w: %s", ErrUnavailable, eb.String())
-		}
-		return p, nil
+// findAndOpen dlopens the library where nativelib finds it.
+func findAndOpen() (string, error) {
+	p, err := nativelib.Find(LibraryName, "native-codec")
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
-	return "", fmt.Errorf("%w: %s not found (looked at %s; build it with `make native-codec` or set %s)",
-		ErrUnavailable, LibraryName, strings.Join(tried, ", "), EnvLibrary)
+	return openLibrary(p)
+}
+
+// openLibrary dlopens the library file p.
+func openLibrary(p string) (string, error) {
+	var eb errBuf
+	cp := C.CString(p)
+	e, n := eb.ptr()
+	rc := C.tbcgo_open(cp, e, n)
+	C.free(unsafe.Pointer(cp))
+	if rc != 0 {
+		return "", fmt.Errorf("%w: %s", ErrUnavailable, eb.String())
+	}
+	return p, nil
 }
 
 func load() error {
 	loadOnce.Do(func() {
-		loadPath, loadErr = openLibrary(candidates())
+		loadPath, loadErr = findAndOpen()
 		if loadErr != nil {
 			return
 		}
