@@ -15,8 +15,9 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"talkbox/engine/nativelib"
 	"unsafe"
+
+	"talkbox/engine/nativelib"
 )
 
 // ErrUnavailable is wrapped by every reason the CUDA backend cannot run (no

@@ -21,8 +21,9 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"talkbox/engine/nativelib"
 	"unsafe"
+
+	"talkbox/engine/nativelib"
 )
 
 // ErrUnavailable is wrapped by every reason the GPU codec cannot run: no
