@@ -53,6 +53,17 @@ type benchReport struct {
 	CodecGPU *cudacodec.BenchResult `json:"codec_gpu,omitempty"` // GPU streaming decode, one frame per push
 	E2E      *e2eReport             `json:"e2e,omitempty"`       // text -> PCM through engine.Synthesize
 	Streams  *streamsReport         `json:"streams,omitempty"`   // concurrent utterances
+	// Stability: one long sampled utterance of --stability frames (no hang,
+	// every code in range).
+	Stability *stabilityReport `json:"stability,omitempty"`
+}
+
+type stabilityReport struct {
+	Frames      int                `json:"frames"`
+	Stop        backend.StopReason `json:"stop"`
+	BadCodes    int                `json:"bad_codes"` // codes outside 0..2047 or a group-0 EOS inside the utterance
+	WallS       float64            `json:"wall_s"`
+	MeanFrameMS float64            `json:"mean_frame_ms"`
 }
 
 // e2eReport times text -> PCM chunks through engine.Synthesize, as the app
@@ -88,7 +99,7 @@ type benchFlags struct {
 	dir, backend, text, voice       string
 	frames, runs, threads, rows     int
 	codecFrames, e2eFrames, e2eRuns int
-	streams                         int
+	streams, stability              int
 }
 
 func runBench(args []string, stdout, stderr io.Writer) error {
@@ -104,6 +115,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&f.e2eFrames, "e2e-frames", 0, "frames per end-to-end run from text (0 = skip; 125 = a 10 s utterance)")
 	fs.IntVar(&f.e2eRuns, "e2e-runs", 3, "measured end-to-end runs (after one warm-up)")
 	fs.IntVar(&f.streams, "streams", 0, "also run N engines concurrently, one utterance of --e2e-frames each (0 = skip)")
+	fs.IntVar(&f.stability, "stability", 0, "also run one sampled utterance of N frames and check every code (0 = skip)")
 	fs.StringVar(&f.text, "text", "Talkbox reads this sentence aloud to measure how fast the first audio arrives.", "text for the end-to-end runs")
 	fs.StringVar(&f.voice, "voice", "", "voice for the end-to-end runs (default: the first preset)")
 	if err := fs.Parse(args); err != nil {
@@ -112,8 +124,8 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if f.dir == "" {
 		return usageErrorf("--model DIR is required")
 	}
-	if f.frames < 2 || f.runs < 1 || f.rows < 1 || f.threads < 0 || f.streams < 0 {
-		return usageErrorf("--frames must be >= 2, --runs and --prompt-rows >= 1, --threads and --streams >= 0")
+	if f.frames < 2 || f.runs < 1 || f.rows < 1 || f.threads < 0 || f.streams < 0 || f.stability < 0 {
+		return usageErrorf("--frames must be >= 2, --runs and --prompt-rows >= 1, --threads, --streams and --stability >= 0")
 	}
 	if f.backend != engine.BackendCPU && f.backend != engine.BackendCUDA {
 		return usageErrorf("unknown backend %q (want cpu or cuda)", f.backend)
@@ -198,13 +210,19 @@ func benchCPULM(m *model.Model, f benchFlags, rep *benchReport) error {
 	rep.PredictorFrameMS = ms(median(pred))
 	rep.PredictorStepMS = rep.PredictorFrameMS / float64(backend.NumGroups-1)
 	rep.RTF = rep.FrameMS / 80
+	if f.stability > 0 {
+		if rep.Stability, err = stabilityRun(lm, m, prompt, f.stability); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
 // benchCUDALM times each kind of launch with CUDA events after a warm-up.
 func benchCUDALM(m *model.Model, f benchFlags, rep *benchReport) error {
 	start := time.Now()
-	lm, err := cuda.NewLM(m, cuda.Options{})
+	// The KV cache must hold the stability run's frames after the prompt.
+	lm, err := cuda.NewLM(m, cuda.Options{MaxPositions: max(8192, f.rows+f.stability+64)})
 	if err != nil {
 		return err
 	}
@@ -242,7 +260,43 @@ func benchCUDALM(m *model.Model, f benchFlags, rep *benchReport) error {
 		return err
 	}
 	rep.RTF = rep.FrameMS / 80
+	if f.stability > 0 {
+		if rep.Stability, err = stabilityRun(lm, m, prompt, f.stability); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// stabilityRun generates one long sampled utterance and checks every code.
+func stabilityRun(lm backend.LM, m *model.Model, p backend.Prompt, frames int) (*stabilityReport, error) {
+	out := make(chan backend.Frame, 256)
+	bad := make(chan int, 1)
+	eos := int32(m.Config.Talker.CodecEosID)
+	cpVocab := int32(m.Config.Talker.CodePredictor.VocabSize)
+	go func() {
+		n := 0
+		for f := range out {
+			for g, c := range f.Codes {
+				if c < 0 || c >= cpVocab || (g == 0 && c == eos) {
+					n++
+				}
+			}
+		}
+		bad <- n
+	}()
+	opt := backend.GenerateOptions{ExactFrames: frames, Seed: 5}
+	opt.Talker, opt.Predictor = generationOptions(m.Generation)
+	start := time.Now()
+	res, err := lm.Generate(context.Background(), p, opt, out)
+	close(out)
+	nBad := <-bad
+	if err != nil {
+		return nil, fmt.Errorf("stability run: %w", err)
+	}
+	wall := time.Since(start)
+	return &stabilityReport{Frames: res.Frames, Stop: res.Stop, BadCodes: nBad, WallS: wall.Seconds(),
+		MeanFrameMS: wall.Seconds() * 1000 / float64(max(res.Frames, 1))}, nil
 }
 
 // benchCodec times the streaming decoder of the checkpoint, one frame per

@@ -30,6 +30,18 @@ func TestBenchVerb(t *testing.T) {
 	if !(rep.PrefillMS > 0 && rep.TalkerStepMS > 0 && rep.PredictorStepMS > 0 && rep.FrameMS > 0) {
 		t.Errorf("timings not all positive: %+v", rep)
 	}
+	// The stability run checks every code of a long sampled utterance.
+	out.Reset()
+	if rc := run([]string{"bench", "--model", dir, "--backend", "cpu", "--frames", "2", "--runs", "1", "--codec-frames", "0", "--stability", "40"}, &out, &errb); rc != 0 {
+		t.Fatalf("stability: exit %d: %s", rc, errb.String())
+	}
+	rep = benchReport{}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil || rep.Stability == nil {
+		t.Fatalf("stability report missing: %v %s", err, out.String())
+	}
+	if s := rep.Stability; s.Frames != 40 || s.BadCodes != 0 || s.Stop != "exact" {
+		t.Errorf("stability %+v: want 40 frames, 0 bad codes, exact stop", s)
+	}
 	if rc := run([]string{"bench", "--model", dir, "--backend", "tpu"}, &out, &errb); rc != 2 {
 		t.Errorf("unknown backend: exit %d, want 2", rc)
 	}
