@@ -42,21 +42,51 @@ func TestPullLoadSynthesizePlay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := player.Play(context.Background(), chunks, audio.PlayOptions{})
+	// Tee the engine's chunks so the test knows what real audio the player
+	// was handed.
+	var synthesised, loud int
+	tee := make(chan engine.Chunk)
+	teeDone := make(chan struct{})
+	go func() {
+		defer close(teeDone)
+		defer close(tee)
+		for c := range chunks {
+			synthesised += len(c.PCM)
+			for _, v := range c.PCM {
+				if v > 1e-4 || v < -1e-4 {
+					loud++
+				}
+			}
+			tee <- c
+		}
+	}()
+	res, err := player.Play(context.Background(), tee, audio.PlayOptions{})
+	for range tee { // Play may return at the Final chunk; let the tee finish
+	}
+	<-teeDone
 	if err != nil {
 		t.Fatal(err)
 	}
 	audioLen := time.Duration(frames) * 80 * time.Millisecond
+	if synthesised != frames*1920 {
+		t.Errorf("engine produced %d samples, want %d", synthesised, frames*1920)
+	}
+	if loud < synthesised/2 {
+		t.Errorf("only %d of %d samples are audible: the pulled model produced silence", loud, synthesised)
+	}
+	// Every synthesised sample reaches the device: silence inserted for
+	// underruns is counted apart and never replaces real audio.
 	if res.Played != audioLen {
 		t.Errorf("played %v of real audio, want %v", res.Played, audioLen)
 	}
 	if res.FirstSound == 0 {
 		t.Error("no audible callback")
 	}
-	// The tiny model synthesises far faster than real time, so playback of
-	// real PCM through the ring must not starve.
-	if res.Underruns != 0 {
-		t.Errorf("%d underruns (%v silence) at CPU speed on the tiny model", res.Underruns, res.Silent)
-	}
-	t.Logf("pulled %s, synthesised and played %v in %v (underruns %d)", repo, res.Played, time.Since(start).Round(time.Millisecond), res.Underruns)
+	// Underruns are logged, not asserted: on the null device they measure
+	// how busy this machine is (CI runs test packages in parallel on two
+	// cores), not the code. The player's gap accounting is asserted with a
+	// paced fake engine in app/audio (TestPlayUnderrunsOnNullDevice) and on
+	// the ring itself (TestRingUnderrunCounting).
+	t.Logf("pulled %s, synthesised and played %v in %v (%d of %d samples audible; underruns %d, %v silence)",
+		repo, res.Played, time.Since(start).Round(time.Millisecond), loud, synthesised, res.Underruns, res.Silent)
 }
