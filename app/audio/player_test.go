@@ -78,7 +78,7 @@ func TestPlayUnderrunsOnNullDevice(t *testing.T) {
 		opt           PlayOptions
 		wantUnderruns bool
 	}{
-		{"rtf0.5", 0.5, PlayOptions{}, false},
+		{"rtf0.25", 0.25, PlayOptions{}, false}, // 60 ms of slack per frame: gap-free even on a loaded CI machine
 		{"rtf1.3-no-prebuffer", 1.3, PlayOptions{}, true},
 		{"rtf1.3-prebuffer", 1.3, PlayOptions{RTF: 1.3, ExpectedSeconds: 1.6}, false},
 	}
@@ -101,7 +101,7 @@ func TestPlayUnderrunsOnNullDevice(t *testing.T) {
 				t.Fatal("no first sound recorded")
 			}
 			firstSound := time.Duration(res.FirstSound - start)
-			t.Logf("rtf %.1f prebuffer %v: first sound after %v, %d underruns, %v silence",
+			t.Logf("rtf %.2f prebuffer %v: first sound after %v, %d underruns, %v silence",
 				tc.rtf, res.Prebuffer, firstSound, res.Underruns, res.Silent)
 			if tc.wantUnderruns {
 				if res.Underruns < 3 || res.Silent < 100*time.Millisecond {
