@@ -117,7 +117,8 @@ test-race-ui: deps
 	go test -race ./ui/... ./app/audio/...
 
 # The real window under Xvfb with the fake engine: type, Speak, Stop, Speak,
-# screenshot; fails on a Fyne call-thread violation. SHOT=docs/screenshot.png
+# screenshot; fails on a Fyne call-thread violation. TALKBOX_MODEL=DIR runs the
+# real engine on that checkpoint instead. SHOT=docs/screenshot.png
 # refreshes the README screenshot.
 SHOT ?= bin/smoke.png
 smoke: build

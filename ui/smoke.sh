@@ -3,7 +3,8 @@
 # bin/talkbox with the fake engine and the null audio backend, type text,
 # press Ctrl+Enter, Esc, Ctrl+Enter again, take a screenshot while it speaks,
 # and fail if Fyne logged a call-thread violation or the window never
-# appeared.
+# appeared. With TALKBOX_MODEL=DIR it runs the real engine on that checkpoint
+# (the CPU engine where there is no GPU) instead of the fake one.
 # Usage: ui/smoke.sh [screenshot.png]   (run from the repository root)
 set -euo pipefail
 shot=${1:-bin/smoke.png}
@@ -15,8 +16,11 @@ fi
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-export LANG=en_US.UTF-8 TALKBOX_FAKE_ENGINE=1 TALKBOX_FAKE_RTF=${TALKBOX_FAKE_RTF:-0.4} \
+export LANG=en_US.UTF-8 TALKBOX_FAKE_RTF=${TALKBOX_FAKE_RTF:-0.4} \
 	TALKBOX_AUDIO=null TALKBOX_QUIT_AFTER=${TALKBOX_QUIT_AFTER:-25s}
+if [ -z "${TALKBOX_MODEL:-}" ]; then
+	export TALKBOX_FAKE_ENGINE=1
+fi
 "$bin" >"$log" 2>&1 &
 app=$!
 
