@@ -46,9 +46,7 @@ func TestPullLoadSynthesizePlay(t *testing.T) {
 	// was handed.
 	var synthesised, loud int
 	tee := make(chan engine.Chunk)
-	teeDone := make(chan struct{})
 	go func() {
-		defer close(teeDone)
 		defer close(tee)
 		for c := range chunks {
 			synthesised += len(c.PCM)
@@ -61,9 +59,10 @@ func TestPullLoadSynthesizePlay(t *testing.T) {
 		}
 	}()
 	res, err := player.Play(context.Background(), tee, audio.PlayOptions{})
-	for range tee { // Play may return at the Final chunk; let the tee finish
+	// Play may return at the Final chunk: drain the tee until it closes, which
+	// also orders its counter updates before the reads below.
+	for range tee {
 	}
-	<-teeDone
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -275,6 +276,67 @@ func goldenMargin(t *testing.T, name string, frame, group int) float64 {
 		return c.Predictor[frame][group-1]
 	}
 	return math.Inf(1)
+}
+
+// The GPU sampler picks exactly what engine/sample picks from the same
+// logits: greedy, temperature, top-k (with ties at the threshold), top-p,
+// candidate sets larger than the kernel's shared scratch (top-k off or
+// large), NaN and -inf entries.
+func TestSamplerMatchesCPU(t *testing.T) {
+	requireGPU(t)
+	c := golden.OpenCase(t, "cv_en_ryan_nonstream")
+	lm := engineFor(t, c.Checkpoint)
+	rng := rand.New(rand.NewPCG(1, 2))
+	var cpu sample.Sampler
+	draws, checked := 0, 0
+	for _, V := range []int{2048, 3072} {
+		for trial := 0; trial < 6; trial++ {
+			logits := make([]float32, V)
+			scale := float32(1 + 4*trial)
+			for i := range logits {
+				logits[i] = float32(rng.NormFloat64()) * scale
+			}
+			switch trial {
+			case 1: // ties at the top-k threshold
+				for i := 0; i < 64; i++ {
+					logits[rng.IntN(V)] = 7.5
+				}
+			case 2: // entries that are no candidates
+				for i := 0; i < 100; i++ {
+					logits[rng.IntN(V)] = float32(math.Inf(-1))
+				}
+				logits[rng.IntN(V)] = float32(math.NaN())
+			}
+			for _, p := range []sample.Params{
+				sample.Greedy(),
+				{DoSample: true, Temperature: 0.9, TopK: 50, TopP: 1},
+				{DoSample: true, Temperature: 1.3, TopK: 1, TopP: 1},
+				{DoSample: true, Temperature: 0.9, TopK: 0, TopP: 1},   // every candidate: global scratch
+				{DoSample: true, Temperature: 0.9, TopK: 700, TopP: 1}, // more than the shared scratch holds
+				{DoSample: true, Temperature: 0.7, TopK: 50, TopP: 0.8},
+				{DoSample: true, Temperature: 1, TopK: 0, TopP: 0.5},
+			} {
+				for d := 0; d < 4; d++ {
+					seed, frame, group := uint64(trial*7+d), 3+d, d%16
+					got, err := lm.sampleOnce(logits, p, seed, frame, group)
+					if err != nil {
+						t.Fatal(err)
+					}
+					want, err := cpu.Pick(logits, p, sample.Uniform(seed, frame, group))
+					if err != nil {
+						t.Fatal(err)
+					}
+					draws++
+					if got != want {
+						t.Errorf("V %d trial %d %+v draw (%d,%d,%d): GPU %d, CPU %d", V, trial, p, seed, frame, group, got, want)
+					} else {
+						checked++
+					}
+				}
+			}
+		}
+	}
+	t.Logf("%d/%d GPU draws equal the CPU sampler's", checked, draws)
 }
 
 // Sampling is a pure function of the seed; another seed changes the codes.

@@ -199,6 +199,31 @@ func (lm *LM) validate(p backend.Prompt, opt backend.GenerateOptions) error {
 	return backend.Validate(p, opt, backend.Limits{Hidden: lm.hidden, Positions: lm.maxPositions - 1, Vocab: lm.vocab, PredictorVocab: lm.cpVoc})
 }
 
+// sampleOnce runs the GPU sampler alone on logits, with p as the code
+// predictor's sampler and draw (seed, frame, group). Tests check that it
+// picks exactly what engine/sample picks.
+func (lm *LM) sampleOnce(logits []float32, p sample.Params, seed uint64, frame, group int) (int, error) {
+	lm.mu.Lock()
+	defer lm.mu.Unlock()
+	if lm.e == nil {
+		return -1, errors.New("cuda: sample on a closed LM")
+	}
+	if len(logits) == 0 {
+		return -1, errors.New("cuda: sample needs logits")
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	ts, ps := cSampler(sample.Greedy()), cSampler(p)
+	if C.c_set_sampling(lm.e, &ts, &ps, C.uint64_t(seed), 0) != 0 {
+		return -1, lastError("sampling")
+	}
+	var id C.int32_t
+	if C.c_sample(lm.e, (*C.float)(unsafe.Pointer(&logits[0])), C.int(len(logits)), C.int(frame), C.int(group), &id) != 0 {
+		return -1, lastError("sample")
+	}
+	return int(id), nil
+}
+
 func cSampler(p sample.Params) C.tb_sampler {
 	pen := p.RepetitionPenalty
 	if pen == 0 {

@@ -22,6 +22,7 @@ typedef struct {
 	int (*frame_wait)(tb_engine *, int32_t *, int32_t *);
 	int (*read_logits)(tb_engine *, float *, float *, float *);
 	int (*bench)(tb_engine *, int, int, float *);
+	int (*sample)(tb_engine *, const float *, int, int, int, int32_t *);
 } tb_api;
 
 static tb_api api;
@@ -42,7 +43,7 @@ int tb_open(const char *path) {
 	}
 	SYM(abi_version) SYM(last_error) SYM(device_count) SYM(device_info) SYM(create) SYM(destroy)
 	SYM(geometry) SYM(reserve_sms) SYM(reset) SYM(set_sampling) SYM(prefill) SYM(frame_submit) SYM(frame_wait)
-	SYM(read_logits) SYM(bench)
+	SYM(read_logits) SYM(bench) SYM(sample)
 #undef SYM
 	return 0;
 }
@@ -63,3 +64,4 @@ int c_frame_submit(tb_engine *e, const int32_t *t) { return api.frame_submit(e, 
 int c_frame_wait(tb_engine *e, int32_t *c, int32_t *g) { return api.frame_wait(e, c, g); }
 int c_read_logits(tb_engine *e, float *t, float *h, float *p) { return api.read_logits(e, t, h, p); }
 int c_bench(tb_engine *e, int what, int iters, float *ms) { return api.bench(e, what, iters, ms); }
+int c_sample(tb_engine *e, const float *l, int n, int f, int g, int32_t *o) { return api.sample(e, l, n, f, g, o); }

@@ -42,7 +42,7 @@ func TestRealShapesAgainstCPU(t *testing.T) {
 	// 70 prompt rows: several prefill passes and, at 70+ positions, three
 	// attention chunks per KV head (the cross-CTA merge).
 	p := syntheticPrompt(H, 70, 3, 9)
-	const frames = 2
+	const frames = 8
 	teacher := make([]backend.Codes, frames)
 	for k := range teacher {
 		for g := range teacher[k] {
@@ -50,7 +50,8 @@ func TestRealShapesAgainstCPU(t *testing.T) {
 		}
 	}
 	type got struct {
-		talker [][]float32
+		talker [][]float32 // group-0 logits, one per frame
+		hidden [][]float32 // the final-normed talker hidden state that produced them
 		cp     [][]float32
 	}
 	collect := func(lm backend.LM) got {
@@ -59,6 +60,7 @@ func TestRealShapesAgainstCPU(t *testing.T) {
 			TeacherCodes: teacher, OnLogits: func(e backend.LogitsEvent) {
 				if e.Group == 0 {
 					r.talker = append(r.talker, e.Logits)
+					r.hidden = append(r.hidden, e.Hidden)
 				} else if e.Frame == 0 {
 					r.cp = append(r.cp, e.Logits)
 				}
@@ -78,7 +80,7 @@ func TestRealShapesAgainstCPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	g, c := collect(gpu), collect(ref)
-	if len(g.talker) != len(c.talker) || len(g.cp) != backend.NumGroups-1 || len(c.cp) != backend.NumGroups-1 {
+	if len(g.talker) != frames || len(c.talker) != frames || len(g.hidden) != frames || len(g.cp) != backend.NumGroups-1 || len(c.cp) != backend.NumGroups-1 {
 		t.Fatalf("logit events: gpu %d/%d, cpu %d/%d", len(g.talker), len(g.cp), len(c.talker), len(c.cp))
 	}
 	check := func(what string, a, b []float32) {
@@ -93,11 +95,12 @@ func TestRealShapesAgainstCPU(t *testing.T) {
 		cos := dot / math.Sqrt(na*nb)
 		t.Logf("%s: max|diff| %.3g (tol %.3g), cosine %.6f", what, worst, tol, cos)
 		if !(worst <= tol) || !(cos >= 0.999) {
-			t.Errorf("%s: GPU logits differ from the CPU reference: max|diff| %.3g (tol %.3g), cosine %.6f", what, worst, tol, cos)
+			t.Errorf("%s: GPU values differ from the CPU reference: max|diff| %.3g (tol %.3g), cosine %.6f", what, worst, tol, cos)
 		}
 	}
 	for k := range c.talker {
 		check(fmt.Sprintf("talker frame %d", k), g.talker[k], c.talker[k])
+		check(fmt.Sprintf("hidden frame %d", k), g.hidden[k], c.hidden[k])
 	}
 	for j := range c.cp {
 		check(fmt.Sprintf("predictor frame 0 group %d", j+1), g.cp[j], c.cp[j])

@@ -28,7 +28,7 @@
 extern "C" {
 #endif
 
-#define TB_ABI_VERSION 2
+#define TB_ABI_VERSION 3
 
 typedef struct tb_engine tb_engine;
 
@@ -124,6 +124,13 @@ int tb_frame_wait(tb_engine *e, int32_t *codes, int32_t *next_g0);
  * (frames only). Any pointer may be NULL.
  */
 int tb_read_logits(tb_engine *e, float *talker, float *hidden, float *predictor);
+
+/*
+ * The GPU sampler alone, for tests: draws from n raw logits with the
+ * code-predictor sampler and seed of tb_set_sampling (no talker processing),
+ * as draw (frame, group); *out receives the id (-1: no finite logit).
+ */
+int tb_sample(tb_engine *e, const float *logits, int n, int frame, int group, int32_t *out);
 
 /* Time `iters` launches of one kind with CUDA events (after a prefill); ms[i] per launch. */
 int tb_bench(tb_engine *e, int what, int iters, float *ms);

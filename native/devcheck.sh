@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# One call on a GPU machine (the device tool): build the native libraries,
+# run the CUDA tests and time the engine, each stage under a time limit so a
+# hang costs one stage, not the call. Everything it prints also goes to $OUT.
+#
+# Prepared here (x86-64, cgo) and carried:
+#   .devbin/cuda.test, .devbin/cudacodec.test   go test -c -tags noblas ./engine/cuda (./engine/cudacodec)
+#   .devbin/talkbox-portable.gz                 make cli-portable, gzipped (the carry limit is 64 MiB)
+#   .devbin/variants/NAME/{src,include}/        optional other kernel sources to build and time (A/B)
+#   .golden/                                    the golden files the CUDA tests read
+# Stages (STAGES, space-separated): build bench test prof variants e2e
+#   TB_ARCHS (default 90) and TB_DEFS pass through to native/build.sh.
+#   VARIANTS="name:-DTB_X=1 other:-DTB_Y=2" builds this tree with those
+#   defines as more variants (defines joined by commas: name:-DA=1,-DB=2).
+# $OUT keeps few files (the device tool returns at most 8): summary.txt,
+# test_cuda.log, bench_new.json, bench_e2e.json and bench_all.log.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-/tmp/devcheck}"
+mkdir -p "$OUT" /tmp/devlogs
+STAGES="${STAGES:-build bench test}"
+export TB_ARCHS="${TB_ARCHS:-90}"
+BENCH_ARGS="${BENCH_ARGS:---frames 10 --codec-frames 0}"
+E2E_ARGS="${E2E_ARGS:---frames 10 --codec-frames 50 --e2e-frames 125 --e2e-runs 10 --streams 8}"
+SYNTH=/tmp/s06
+TB=/tmp/talkbox-portable
+export TALKBOX_GOLDEN="$PWD/.golden"
+log() { echo "== $(date +%T) $*" | tee -a "$OUT/summary.txt"; }
+has() { [[ " $STAGES " == *" $1 "* ]]; }
+
+# bench NAME LIBDIR ARGS...: one `talkbox bench` JSON with the library in LIBDIR.
+bench() {
+  local name=$1 dir=$2
+  shift 2
+  log "bench $name $*"
+  TALKBOX_NATIVE=$dir timeout "${BENCH_TIMEOUT:-120}" $TB bench --model $SYNTH --backend cuda "$@" \
+    > "/tmp/devlogs/bench_$name.json" 2> "/tmp/devlogs/bench_$name.err"
+  log "bench $name exit $?"
+  grep "^prof" "/tmp/devlogs/bench_$name.err" | head -n 40
+  { echo "### $name $*"; cat "/tmp/devlogs/bench_$name.err" "/tmp/devlogs/bench_$name.json"; } >> "$OUT/bench_all.log"
+  case $name in new | e2e) cp "/tmp/devlogs/bench_$name.json" "$OUT/" ;; esac
+  python3 - "/tmp/devlogs/bench_$name.json" <<'EOF' | tee -a "$OUT/summary.txt"
+import json, sys
+try:
+    r = json.load(open(sys.argv[1]))
+except Exception as e:
+    print("  no JSON:", e); sys.exit()
+keys = ["talker_step_ms", "predictor_step_ms", "frame_ms", "frame_greedy_ms", "prefill_ms", "rtf"]
+print("  " + "  ".join(f"{k}={r[k]:.4g}" for k in keys if k in r))
+if "e2e" in r:
+    e = r["e2e"]
+    print("  e2e " + "  ".join(f"{k}={e[k]:.4g}" for k in e if isinstance(e[k], (int, float))))
+if "codec_gpu" in r:
+    print("  codec_gpu median_push_ms=%.4g" % r["codec_gpu"]["median_push_ms"])
+if "streams" in r:
+    s = r["streams"]; print("  streams max_rtf=%.4g rtf=%s" % (s["max_rtf"], [round(x, 3) for x in s["rtf_per_stream"]]))
+EOF
+}
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,utilization.gpu --format=csv |
+  tee -a "$OUT/summary.txt"
+if [ -f .devbin/talkbox-portable.gz ]; then  # always: a warm machine keeps the last one
+  gunzip -c .devbin/talkbox-portable.gz > $TB && chmod +x $TB
+fi
+
+if has build; then
+  log "build (TB_ARCHS=$TB_ARCHS)"
+  pids=()
+  L=/tmp/devlogs
+  bash native/build.sh > $L/build.log 2>&1 & pids+=($!)
+  bash native/codec/build.sh > $L/build_codec.log 2>&1 & pids+=($!)
+  if has prof; then
+    TB_DEFS="-DTB_PROF=1" TB_OUT=/tmp/tbv/prof/libtalkbox_native.so bash native/build.sh > $L/build_prof.log 2>&1 & pids+=($!)
+  fi
+  for v in ${VARIANTS:-}; do
+    name=${v%%:*}
+    TB_DEFS="$(tr , ' ' <<<"${v#*:}")" TB_OUT="/tmp/tbv/$name/libtalkbox_native.so" bash native/build.sh \
+      > "$L/build_$name.log" 2>&1 & pids+=($!)
+  done
+  if has variants; then
+    for v in .devbin/variants/*/; do
+      name=$(basename "$v")
+      # A variant is a whole source tree (src/, include/) built the same way.
+      mkdir -p "/tmp/tbv/$name" && cp -r "$v"/* "/tmp/tbv/$name/"
+      cp native/build.sh native/nvcc-targets.sh "/tmp/tbv/$name/"
+      TB_OUT="/tmp/tbv/$name/libtalkbox_native.so" bash "/tmp/tbv/$name/build.sh" > "$L/build_$name.log" 2>&1 & pids+=($!)
+    done
+  fi
+  for p in "${pids[@]}"; do wait "$p" || log "a build failed (see build*.log)"; done
+  tail -n 3 $L/build*.log | tee -a "$OUT/summary.txt"
+  ls -la native/build/ /tmp/tbv/*/ 2>/dev/null | grep "\.so" | tee -a "$OUT/summary.txt"
+fi
+
+if [ ! -f $SYNTH/config.json ]; then
+  log "synthetic 0.6B checkpoint"
+  timeout 120 $TB synth --size 0.6b --out $SYNTH --tokenizer-from .golden/checkpoints/qwen3-tts-tiny-customvoice \
+    > /tmp/devlogs/synth.log 2>&1 || log "synth failed"
+fi
+
+# First a short bench: a hang shows here, in two minutes, not in the tests.
+if has bench; then bench new "$PWD/native/build" $BENCH_ARGS; fi
+
+if has test; then
+  log "engine/cuda tests (golden, real shapes)"
+  TALKBOX_CUDA_SYNTH=$SYNTH timeout 240 .devbin/cuda.test -test.v -test.timeout 230s > "$OUT/test_cuda.log" 2>&1
+  log "cuda.test exit $?"
+  grep -E "^ *(--- |PASS|FAIL|ok)|cos|diff|max|divergence" "$OUT/test_cuda.log" | tail -n 70
+  if [ -x .devbin/cudacodec.test ]; then
+    timeout 120 .devbin/cudacodec.test -test.v -test.timeout 110s > /tmp/devlogs/test_codec.log 2>&1
+    log "cudacodec.test exit $?"
+    grep -E "^(--- |PASS|FAIL|ok)" /tmp/devlogs/test_codec.log | tail -n 20 | tee -a "$OUT/summary.txt"
+  fi
+fi
+
+if has prof; then bench prof /tmp/tbv/prof $BENCH_ARGS; fi
+if has variants || [ -n "${VARIANTS:-}" ]; then
+  for v in /tmp/tbv/*/; do
+    name=$(basename "$v")
+    [ "$name" = prof ] || bench "$name" "$v" $BENCH_ARGS
+  done
+fi
+if has e2e; then BENCH_TIMEOUT=300 bench e2e "$PWD/native/build" $E2E_ARGS; fi
+# Nsight Compute on one frame launch: stall reasons and throughput.
+if has ncu; then
+  log "ncu"
+  NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+  TALKBOX_NATIVE=$PWD/native/build timeout 400 "$NCU" --clock-control none -k regex:decode_kernel \
+    --launch-skip "${NCU_SKIP:-60}" --launch-count 1 \
+    --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis \
+    --section LaunchStats ${NCU_ARGS:-} \
+    $TB bench --model $SYNTH --backend cuda --frames 2 --codec-frames 0 > "$OUT/ncu.txt" 2>&1
+  log "ncu exit $?"
+fi
+log "done"
