@@ -8,7 +8,7 @@
 #   .devbin/talkbox-portable.gz                 make cli-portable, gzipped (the carry limit is 64 MiB)
 #   .devbin/variants/NAME/{src,include}/        optional other kernel sources to build and time (A/B)
 #   .golden/                                    the golden files the CUDA tests read
-# Stages (STAGES, space-separated): build bench test prof variants e2e
+# Stages (STAGES, space-separated): build bench test prof variants e2e ncu
 #   TB_ARCHS (default 90) and TB_DEFS pass through to native/build.sh.
 #   VARIANTS="name:-DTB_X=1 other:-DTB_Y=2" builds this tree with those
 #   defines as more variants (defines joined by commas: name:-DA=1,-DB=2).

@@ -18,7 +18,7 @@ import (
 // EnvSynth names a directory for a synthetic 0.6B checkpoint (written there
 // when it has no config.json). The golden checkpoints are tiny, so only this
 // test runs the kernel's real-shape paths (1024/2048/3072-wide rows, 16 heads,
-// weight slices staged in shared memory, multi-chunk attention) against the
+// 8-row prefill passes, multi-chunk attention) against the
 // CPU reference. Skipped when unset (CI: no GPU, and the CPU run takes ~1 min).
 const EnvSynth = "TALKBOX_CUDA_SYNTH"
 

@@ -16,10 +16,6 @@
 
 using namespace tb;
 
-#ifndef TB_ATTN_POS
-#define TB_ATTN_POS 128  // attention positions per chunk (A/B switch)
-#endif
-
 namespace {
 
 thread_local std::string g_err;
@@ -64,7 +60,7 @@ struct tb_engine {
   Params P{};
   std::vector<void*> allocs;
   int grid = 0, smem = 0, mmax = 0, sms = 0;
-  int maxK = 0, maxV = 0;  // widest activation row, largest vocabulary
+  int maxV = 0;  // largest vocabulary (tb_sample's bound)
   int maxpos = 0;
   int Htk = 0, Hcp = 0;
   // pending frames
@@ -92,17 +88,6 @@ struct tb_engine {
     if (h_out) cudaFreeHost(h_out);
     for (void* p : allocs) cudaFree(p);
   }
-
-  // Bytes of the xs region for passes of mt tokens: activations, attention
-  // scratch or the sampler's scratch, whichever is largest.
-  size_t xs_region(int mt) const {
-    const size_t xs = (size_t)mt * maxK * 4;
-    const size_t at = (size_t)(3 * NW * HD + 2 * NW) * 4;  // attention: per-warp q/k, partials
-    const size_t sa = (size_t)CAND * 16 + (size_t)maxV * 4;  // sampler: CAND doubles, V floats, 2 x CAND ints
-    return (std::max({xs, at, sa}) + 127) / 128 * 128;
-  }
-  int ring_off(int mt) const { return SM_XS + (int)xs_region(mt); }
-  int ring_slots(int mt) const { return std::min(SMAX, std::max(0, (smem - ring_off(mt)) / SLOT)); }
 
   template <class T>
   int alloc(T** p, size_t count) {
@@ -136,16 +121,6 @@ int check_dims(const tb_stack_dims& d, const char* name) {
 int build_stack(tb_engine* e, const tb_stack_dims& d, const tb_layer* layers, const uint16_t* norm, int cap,
                 StackD* S, const char* name) {
   const size_t H = d.hidden, I = d.intermediate, QN = (size_t)(d.heads + 2 * d.kv_heads) * HD, AO = (size_t)d.heads * HD;
-  // One allocation per stack, layer after layer: [q;k;v] [o] [gate/up
-  // interleaved by row] [down], so the kernel's weight stream computes every
-  // address and each CTA's slice of a matrix is one contiguous run.
-  S->off_o = QN * H;
-  S->off_gu = S->off_o + H * AO;
-  S->off_down = S->off_gu + 2 * I * H;
-  S->lstride = S->off_down + H * I;
-  uint16_t* wall;
-  if (e->alloc(&wall, S->lstride * d.layers)) return -1;
-  S->w = wall;
   std::vector<LayerD> hl(d.layers);
   for (int l = 0; l < d.layers; l++) {
     const tb_layer& w = layers[l];
@@ -157,22 +132,25 @@ int build_stack(tb_engine* e, const tb_stack_dims& d, const tb_layer* layers, co
     L.in_norm = p;
     if (upload(e, &p, w.post_norm, H, what)) return -1;
     L.post_norm = p;
+    if (!w.q || !w.k || !w.v) return fail("weights: %s q/k/v missing", what);
+    uint16_t* qkv;
+    if (e->alloc(&qkv, QN * H)) return -1;
+    CK(cudaMemcpy(qkv, w.q, AO * H * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(qkv + AO * H, w.k, (size_t)d.kv_heads * HD * H * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(qkv + (AO + (size_t)d.kv_heads * HD) * H, w.v, (size_t)d.kv_heads * HD * H * 2, cudaMemcpyHostToDevice));
+    L.qkv = qkv;
+    if (upload(e, &p, w.o, H * AO, what)) return -1;
+    L.o = p;
     if (upload(e, &p, w.q_norm, HD, what)) return -1;
     L.q_norm = p;
     if (upload(e, &p, w.k_norm, HD, what)) return -1;
     L.k_norm = p;
-    if (!w.q || !w.k || !w.v || !w.o || !w.gate || !w.up || !w.down)
-      return fail("weights: %s projections missing", what);
-    uint16_t* lw = wall + S->lstride * l;
-    const size_t kvrows = (size_t)d.kv_heads * HD;
-    CK(cudaMemcpy(lw, w.q, AO * H * 2, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(lw + AO * H, w.k, kvrows * H * 2, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(lw + (AO + kvrows) * H, w.v, kvrows * H * 2, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(lw + S->off_o, w.o, H * AO * 2, cudaMemcpyHostToDevice));
-    // gate row i -> row 2i, up row i -> row 2i+1
-    CK(cudaMemcpy2D(lw + S->off_gu, 4 * H, w.gate, 2 * H, 2 * H, I, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy2D(lw + S->off_gu + H, 4 * H, w.up, 2 * H, 2 * H, I, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(lw + S->off_down, w.down, H * I * 2, cudaMemcpyHostToDevice));
+    if (upload(e, &p, w.gate, I * H, what)) return -1;
+    L.gate = p;
+    if (upload(e, &p, w.up, I * H, what)) return -1;
+    L.up = p;
+    if (upload(e, &p, w.down, H * I, what)) return -1;
+    L.down = p;
   }
   LayerD* dl;
   if (e->alloc(&dl, hl.size())) return -1;
@@ -203,15 +181,9 @@ int build_stack(tb_engine* e, const tb_stack_dims& d, const tb_layer* layers, co
 }
 
 int launch(tb_engine* e) {
-  // Prefill passes take the token-count template the kernel picks; frames
-  // run one or two tokens.
-  const int m = e->P.m;
-  const int mt = e->P.mode != MODE_PREFILL ? 2 : m > 4 ? 8 : m > 2 ? 4 : m;
-  e->P.ring_off = e->ring_off(mt);
-  e->P.ring_slots = e->ring_slots(mt);
   CK(cudaMemsetAsync(e->P.bar, 0, sizeof(unsigned), e->stream));
   void* args[] = {&e->P};
-  CK(cudaLaunchCooperativeKernel((const void*)decode_kernel, dim3(e->grid), dim3(NTH), args, (size_t)e->smem,
+  CK(cudaLaunchCooperativeKernel((const void*)decode_kernel, dim3(e->grid), dim3(NT), args, (size_t)e->smem,
                                  e->stream));
   return 0;
 }
@@ -220,10 +192,9 @@ int launch(tb_engine* e) {
 // grid, one per 32 positions of the shortest context in the launch.
 int chunks_for(const tb_engine* e, int len_min, int tokens) {
   const int by_grid = std::max(1, e->grid / (e->P.tk.nh * tokens));
-  // TB_ATTN_POS (128) positions per chunk: an item's warps then load their K/V rows in
-  // two or three batches, and short contexts (every code-predictor step, the
-  // talker's first ~90 frames) have one chunk, whose merge is a plain load.
-  const int by_len = std::max(1, (len_min + TB_ATTN_POS - 1) / TB_ATTN_POS);
+  // 32 positions per chunk: each warp of an item then loads at most a couple
+  // of K/V rows one after another (a dependent L2 round trip each).
+  const int by_len = std::max(1, (len_min + 31) / 32);
   return std::max(1, std::min({by_grid, by_len, e->P.cmax, len_min}));
 }
 
@@ -329,56 +300,43 @@ tb_engine* tb_create(const tb_weights* w, int device) {
   e->maxpos = w->max_positions;
   e->sms = prop.multiProcessorCount;
 
-  // Shared memory: the fixed part, xs (activations for up to mmax tokens,
-  // attention or sampling scratch) and the weight ring in what is left. The
-  // whole opt-in limit is used: ring depth is prefetch distance.
-  for (const tb_stack_dims* d : {&T, &C}) e->maxK = std::max({e->maxK, d->hidden, d->intermediate, d->heads * HD});
-  e->maxV = std::max(T.vocab, C.vocab);
-  // The largest unit (one row, or a gate/up pair) must fit one ring slot.
-  size_t unit = 0;
-  for (const tb_stack_dims* d : {&T, &C})
-    unit = std::max({unit, (size_t)4 * d->hidden, (size_t)2 * d->intermediate, (size_t)2 * d->heads * HD});
-  unit = std::max(unit, (size_t)2 * T.hidden);  // small_to_mtp_projection rows
-  if (unit > (size_t)SLOT) {
-    fail("a weight row of %zu bytes exceeds the %d-byte staging slot", unit, SLOT);
+  // Shared memory: activations for mmax tokens, or attention / sampling scratch.
+  int maxK = 0;
+  for (const tb_stack_dims* d : {&T, &C}) maxK = std::max({maxK, d->hidden, d->intermediate, d->heads * HD});
+  const int maxV = std::max(T.vocab, C.vocab);
+  e->maxV = maxV;
+  const size_t fixed = SM_XS;  // red, sf, sint, codes, then xs
+  const size_t limit = prop.sharedMemPerBlockOptin;
+  int mmax = 8;
+  auto need = [&](int mm) {
+    const size_t xs = (size_t)mm * std::max(maxK, 2 * T.hidden) * 4;
+    const size_t at = (size_t)(HD + 2 * mm * HD + TILE + NW * HD + 2 * NW) * 4;
+    const size_t sa = (size_t)maxV * 20 + 16;
+    return fixed + std::max({xs, at, sa});
+  };
+  while (mmax > 2 && need(mmax) > limit) mmax /= 2;
+  if (need(mmax) > limit) {
+    fail("%s: %zu bytes of shared memory per block needed, %zu available", prop.name, need(mmax), limit);
     return bail();
   }
-  cudaFuncAttributes fa;
-  if (cudaFuncGetAttributes(&fa, (const void*)decode_kernel) != cudaSuccess) {
-    fail("cudaFuncGetAttributes: %s", cudaGetErrorString(cudaGetLastError()));
-    return bail();
-  }
-  e->smem = (int)(prop.sharedMemPerBlockOptin - fa.sharedSizeBytes) / 128 * 128;
-  if (e->ring_slots(2) < 4) {
-    fail("%s: %d bytes of shared memory per block leave fewer than 4 weight-ring slots", prop.name, e->smem);
-    return bail();
-  }
-  int mmax = MAXMT;
-  while (mmax > 2 && e->ring_slots(mmax) < 4) mmax /= 2;
   e->mmax = mmax;
+  e->smem = (int)need(mmax);
   if (cudaFuncSetAttribute((const void*)decode_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, e->smem) !=
       cudaSuccess) {
     fail("cudaFuncSetAttribute: %s", cudaGetErrorString(cudaGetLastError()));
     return bail();
   }
   int per_sm = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, (const void*)decode_kernel, NTH, e->smem) !=
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, (const void*)decode_kernel, NT, e->smem) !=
       cudaSuccess) {
     fail("occupancy query: %s", cudaGetErrorString(cudaGetLastError()));
     return bail();
   }
   if (per_sm < 1) {
-    fail("%s: the decode kernel (%d threads, %d bytes shared) cannot be resident on an SM", prop.name, NTH, e->smem);
+    fail("%s: the decode kernel (%d threads, %d bytes shared) cannot be resident on an SM", prop.name, NT, e->smem);
     return bail();
   }
   e->grid = prop.multiProcessorCount;  // one CTA per SM; cooperative launch refuses what cannot be co-resident
-  // A CTA keeps its residual rows (ceil(H / grid), at the smallest grid
-  // tb_reserve_sms allows) in shared memory.
-  const int min_grid = std::max(1, e->grid / 2);
-  if ((std::max(T.hidden, C.hidden) + min_grid - 1) / min_grid > XRES) {
-    fail("%s: %d SMs are too few for hidden size %d", prop.name, e->grid, std::max(T.hidden, C.hidden));
-    return bail();
-  }
 
   Params& P = e->P;
   if (build_stack(e, T, w->talker_layers, w->talker_norm, w->max_positions, &P.tk, "talker") ||
@@ -423,7 +381,7 @@ tb_engine* tb_create(const tb_weights* w, int device) {
   P.mmax = mmax;
   P.xstride = std::max(T.hidden, C.hidden);
   P.qkv_stride = std::max((T.heads + 2 * T.kv_heads) * HD, (C.heads + 2 * C.kv_heads) * HD);
-  P.cmax = 8;  // attention chunks per head at most (merge_attention holds them in registers)
+  P.cmax = 16;
   P.act_stride = std::max(T.intermediate, C.intermediate);
   const int nhmax = std::max(T.heads, C.heads);
   e->hist_words = (size_t)(V + 31) / 32;
@@ -471,7 +429,7 @@ int tb_reserve_sms(tb_engine* e, int n) {
 int tb_geometry(tb_engine* e, int* grid, int* threads, int* smem, int* mmax) {
   if (!e) return fail("no engine");
   if (grid) *grid = e->grid;
-  if (threads) *threads = NTH;
+  if (threads) *threads = NT;
   if (smem) *smem = e->smem;
   if (mmax) *mmax = e->mmax;
   return 0;
@@ -618,7 +576,7 @@ int tb_sample(tb_engine* e, const float* logits, int n, int frame, int group, in
   const size_t smem = SM_XS + (size_t)CAND * 16 + (size_t)n * 4;
   cudaError_t err = cudaMemcpyAsync(d, logits, (size_t)n * 4, cudaMemcpyHostToDevice, e->stream);
   if (err == cudaSuccess) {
-    sample_kernel<<<1, NTH, smem, e->stream>>>(e->P, d, n, frame, group, d_id);
+    sample_kernel<<<1, NT, smem, e->stream>>>(e->P, d, n, frame, group, d_id);
     err = cudaGetLastError();
   }
   if (err == cudaSuccess) err = cudaMemcpyAsync(&id, d_id, 4, cudaMemcpyDeviceToHost, e->stream);
@@ -677,18 +635,15 @@ int tb_bench(tb_engine* e, int what, int iters, float* ms) {
     if (cudaMemcpy(h, e->P.prof, sizeof h, cudaMemcpyDeviceToHost) == cudaSuccess && h[PROF_WORDS - 1] > 0) {
       const double n = (double)h[PROF_WORDS - 1];
       const double ghz = (double)h[PROF_WORDS - 3] / (double)h[PROF_WORDS - 2];
-      static const char* names[NPH] = {"qkv", "attn", "o", "gateup", "down", "head", "sample", "proj", "other",
-                                       "pre", "(wait)", "(dots)", "(tail)"};
+      static const char* names[NPH] = {"qkv", "attn", "o", "gateup", "down", "head", "sample", "proj", "other"};
       fprintf(stderr, "prof kind=%d do_sample=%d/%d launches=%.0f clock=%.3fGHz launch=%.2fus (CTA 0, us per launch: work / barrier wait)\n",
               what, e->P.st.do_sample, e->P.sp.do_sample, n, ghz, h[PROF_WORDS - 2] / n / 1e3);
       for (int st = 0; st < 2; st++) {
         double tw = 0, tb = 0;
         for (int ph = 0; ph < NPH; ph++) {
           const double w = h[(st * NPH + ph) * 2] / n / ghz / 1e3, b = h[(st * NPH + ph) * 2 + 1] / n / ghz / 1e3;
-          if (ph < PH_RWAIT) {  // the ring rows split the work above them
-            tw += w;
-            tb += b;
-          }
+          tw += w;
+          tb += b;
           if (w + b > 0) fprintf(stderr, "prof   %s %-7s %9.2f %9.2f\n", st ? "cp" : "tk", names[ph], w, b);
         }
         if (tw + tb > 0) fprintf(stderr, "prof   %s total   %9.2f %9.2f\n", st ? "cp" : "tk", tw, tb);
