@@ -26,6 +26,12 @@ SYNTH=/tmp/s06
 TB=/tmp/talkbox-portable
 export TALKBOX_GOLDEN="$PWD/.golden"
 log() { echo "== $(date +%T) $*" | tee -a "$OUT/summary.txt"; }
+# The variants of this call (a warm machine still holds earlier calls' builds).
+variants=()
+for v in ${VARIANTS:-}; do variants+=("${v%%:*}"); done
+if [[ " $STAGES " == *" variants "* ]]; then
+  for v in .devbin/variants/*/; do [ -d "$v" ] && variants+=("$(basename "$v")"); done
+fi
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 
 # bench NAME LIBDIR ARGS...: one `talkbox bench` JSON with the library in LIBDIR.
@@ -79,6 +85,7 @@ if has build; then
   done
   if has variants; then
     for v in .devbin/variants/*/; do
+      [ -d "$v" ] || continue
       name=$(basename "$v")
       # A variant is a whole source tree (src/, include/) built the same way.
       mkdir -p "/tmp/tbv/$name" && cp -r "$v"/* "/tmp/tbv/$name/"
@@ -113,12 +120,7 @@ if has test; then
 fi
 
 if has prof; then bench prof /tmp/tbv/prof $BENCH_ARGS; fi
-if has variants || [ -n "${VARIANTS:-}" ]; then
-  for v in /tmp/tbv/*/; do
-    name=$(basename "$v")
-    [ "$name" = prof ] || bench "$name" "$v" $BENCH_ARGS
-  done
-fi
+for name in ${variants[@]+"${variants[@]}"}; do bench "$name" "/tmp/tbv/$name" $BENCH_ARGS; done
 if has e2e; then BENCH_TIMEOUT=300 bench e2e "$PWD/native/build" $E2E_ARGS; fi
 # Nsight Compute on one frame launch: stall reasons and throughput.
 if has ncu; then

@@ -388,7 +388,8 @@ tb_engine* tb_create(const tb_weights* w, int device) {
   if (e->alloc(&P.x, (size_t)mmax * P.xstride) || e->alloc(&P.qkv, (size_t)mmax * P.qkv_stride) ||
       e->alloc(&P.part, (size_t)mmax * nhmax * P.cmax * PSTRIDE) || e->alloc(&P.act, (size_t)mmax * P.act_stride) ||
       e->alloc(&P.hidden, T.hidden) || e->alloc(&P.tlogits, V) || e->alloc(&P.plogits, (size_t)(G - 1) * Vp) ||
-      e->alloc(&P.hist, e->hist_words) || e->alloc(&P.samp_scratch, (size_t)e->sms * 2 * std::max(V, Vp)) || e->alloc(&P.state, 32) || e->alloc(&e->d_out, (SLOTS + 1) * OUTW) ||
+      e->alloc(&P.hist, e->hist_words) || e->alloc(&P.samp_scratch, (size_t)e->sms * 2 * std::max(V, Vp)) ||
+      e->alloc(&P.state, 32) || e->alloc(&e->d_out, (SLOTS + 1) * OUTW) ||
       e->alloc(&P.bar, 1) || e->alloc(&e->d_pad, T.hidden))
     return bail();
 #if TB_PROF

@@ -133,6 +133,27 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
+// Calls use(i, load(i)) for this thread's elements i = threadIdx.x + q * NT
+// < n, B at a time, every load of a batch issued before any use: a loop that
+// loads and uses element by element pays a dependent global round trip (about
+// a microsecond under load) per element, on the critical path of a step.
+template <int B, class Load, class Use>
+__device__ __forceinline__ void batched(int n, Load load, Use use) {
+  for (int base = 0; base < n; base += B * NT) {
+    decltype(load(0)) v[B];
+#pragma unroll
+    for (int q = 0; q < B; q++) {
+      const int i = base + threadIdx.x + q * NT;
+      if (i < n) v[q] = load(i);
+    }
+#pragma unroll
+    for (int q = 0; q < B; q++) {
+      const int i = base + threadIdx.x + q * NT;
+      if (i < n) use(i, v[q]);
+    }
+  }
+}
+
 // Grid barrier. The counter is zeroed by the host (stream-ordered memset)
 // before every launch and only ever incremented inside it, so it can neither
 // race with a reset nor wrap (a launch has < 1000 barriers x grid CTAs).
@@ -727,34 +748,26 @@ __device__ int sample_block(const Params& a, const float* lg, int V, const Sampl
   int local = 0;
   float lmax = -CUDART_INF_F;
   const bool use_pen = talker && pen != 1.f && pen != 0.f;
-  constexpr int LB = 7;  // logits per thread in one batch of loads (V up to LB * NT)
-  for (int base = 0; base < V; base += LB * NT) {
-    float lv[LB];
-    uint32_t hb[LB];
-#pragma unroll
-    for (int q = 0; q < LB; q++) {
-      const int i = base + threadIdx.x + q * NT;
-      lv[q] = i < V ? __ldcg(lg + i) : 0.f;
-      hb[q] = use_pen && i < V ? __ldcg(a.hist + (i >> 5)) : 0u;
-    }
-#pragma unroll
-    for (int q = 0; q < LB; q++) {
-      const int i = base + threadIdx.x + q * NT;
-      if (i >= V) continue;
-      float v = lv[q];
-      if (talker) {
-        if (use_pen && ((hb[q] >> (i & 31)) & 1u)) v = v < 0.f ? v * pen : v / pen;
-        if (i == a.eos && (frame < a.min_new || a.mask_eos)) v = -CUDART_INF_F;
-        if (i >= a.supp_from && i != a.eos) v = -CUDART_INF_F;
-      }
-      if (sp.do_sample) {
-        v = isnan(v) ? -CUDART_INF_F : v / sp.temperature;  // NaN is no candidate
-        local += v != -CUDART_INF_F;
-        lmax = fmaxf(lmax, v);
-      }
-      sv[i] = v;
-    }
-  }
+  struct Logit {
+    float v;
+    uint32_t seen;  // the history word holding this id's bit
+  };
+  batched<7>(  // V up to 7 * NT in one batch
+      V, [&](int i) { return Logit{__ldcg(lg + i), use_pen ? __ldcg(a.hist + (i >> 5)) : 0u}; },
+      [&](int i, Logit l) {
+        float v = l.v;
+        if (talker) {
+          if (use_pen && ((l.seen >> (i & 31)) & 1u)) v = v < 0.f ? v * pen : v / pen;
+          if (i == a.eos && (frame < a.min_new || a.mask_eos)) v = -CUDART_INF_F;
+          if (i >= a.supp_from && i != a.eos) v = -CUDART_INF_F;
+        }
+        if (sp.do_sample) {
+          v = isnan(v) ? -CUDART_INF_F : v / sp.temperature;  // NaN is no candidate
+          local += v != -CUDART_INF_F;
+          lmax = fmaxf(lmax, v);
+        }
+        sv[i] = v;
+      });
   if (!sp.do_sample) {
     __syncthreads();
     return block_argmax(sv, V, sf, sint);
@@ -883,35 +896,24 @@ __device__ int predictor_step(const Params& a, int j, const Smem& s, Grid& g) {
   const int H = a.tk.H;  // width of the raw inputs (talker hidden)
   const int m = j == 1 ? 2 : 1;
   const int p0 = j == 1 ? 0 : j;
-  const uint16_t* cp_head = a.cp_heads + (size_t)(j - 1) * a.Vp * S.H;
   // Raw inputs: [talker hidden, C(g0)] for step 1, E_{j-1}(g_{j-1}) after.
-  // Every load of a batch is issued before any is used: each dependent
-  // global round trip here is on the critical path of every step.
   {
-    constexpr int EB = 4;  // one batch for inputs up to EB * NT wide
     const uint16_t* e = j == 1 ? a.codec_emb + (size_t)s.codes[0] * H
                                : a.cp_embs + ((size_t)(j - 2) * a.Vp + s.codes[j - 1]) * H;
-    for (int base = 0; base < H; base += EB * NT) {
-      float hv[EB];
-      uint16_t ev[EB];
-#pragma unroll
-      for (int q = 0; q < EB; q++) {
-        const int i = base + threadIdx.x + q * NT;
-        hv[q] = j == 1 && i < H ? __ldcg(a.hidden + i) : 0.f;
-        ev[q] = i < H ? e[i] : 0;
-      }
-#pragma unroll
-      for (int q = 0; q < EB; q++) {
-        const int i = base + threadIdx.x + q * NT;
-        if (i >= H) continue;
-        if (j == 1) {
-          s.xs[i] = hv[q];
-          s.xs[H + i] = bf(ev[q]);
-        } else {
-          s.xs[i] = bf(ev[q]);
-        }
-      }
-    }
+    struct Input {
+      float hidden;
+      uint16_t emb;
+    };
+    batched<4>(
+        H, [&](int i) { return Input{j == 1 ? __ldcg(a.hidden + i) : 0.f, e[i]}; },
+        [&](int i, Input in) {
+          if (j == 1) {
+            s.xs[i] = in.hidden;
+            s.xs[H + i] = bf(in.emb);
+          } else {
+            s.xs[i] = bf(in.emb);
+          }
+        });
   }
   __syncthreads();
   bool in_smem = true;
@@ -933,7 +935,7 @@ __device__ int predictor_step(const Params& a, int j, const Smem& s, Grid& g) {
   else
     run_stack<1>(a, S, 1, p0, 1, s.xs, s.red, g, in_smem);
   float* lg = a.plogits + (size_t)(j - 1) * a.Vp;
-  head(a, S, m - 1, cp_head, a.Vp, lg, nullptr, s.xs, s.red, g);
+  head(a, S, m - 1, a.cp_heads + (size_t)(j - 1) * a.Vp * S.H, a.Vp, lg, nullptr, s.xs, s.red, g);
   const int c = sample_block(a, lg, a.Vp, a.sp, false, a.frame, j, s.xs, s.sf, s.sint);
   if (threadIdx.x == 0) g.mark(PH_SAMPLE);
   return c;
@@ -946,37 +948,34 @@ __device__ int talker_step(const Params& a, const Smem& s, Grid& g) {
   g.stack = 0;
   const int H = S.H;
   const float* text = a.frame < a.ntrail ? a.trail + (size_t)a.frame * H : a.pad;
-  // The 16 embedding rows and the text row: every load of a batch issued
-  // before the sums (the CPU engine's summation order). One loop iteration
-  // per embedding row would be 16 dependent round trips.
-  constexpr int EB = 2;
+  // The 16 embedding rows and the text row, loaded before the sums (batched),
+  // summed in the CPU engine's order.
   const uint16_t* rows[MAXG];
   rows[0] = a.codec_emb + (size_t)s.codes[0] * H;
 #pragma unroll
   for (int k = 1; k < MAXG; k++) rows[k] = a.cp_embs + ((size_t)(k - 1) * a.Vp + (k < a.G ? s.codes[k] : 0)) * H;
-  for (int base = 0; base < H; base += EB * NT) {
-    uint16_t e[MAXG][EB];
-    float tx[EB];
+  struct Input {
+    uint16_t emb[MAXG];
+    float text;
+  };
+  batched<2>(
+      H,
+      [&](int i) {
+        Input in;
 #pragma unroll
-    for (int q = 0; q < EB; q++) {
-      const int i = base + threadIdx.x + q * NT;
+        for (int k = 0; k < MAXG; k++) in.emb[k] = k < a.G ? rows[k][i] : 0;
+        in.text = text[i];
+        return in;
+      },
+      [&](int i, const Input& in) {
+        float v = bf(in.emb[0]);
 #pragma unroll
-      for (int k = 0; k < MAXG; k++) e[k][q] = i < H && k < a.G ? rows[k][i] : 0;
-      tx[q] = i < H ? text[i] : 0.f;
-    }
-#pragma unroll
-    for (int q = 0; q < EB; q++) {
-      const int i = base + threadIdx.x + q * NT;
-      if (i >= H) continue;
-      float v = bf(e[0][q]);
-#pragma unroll
-      for (int k = 1; k < MAXG; k++)
-        if (k < a.G) v += bf(e[k][q]);
-      v += tx[q];
-      s.xs[i] = v;
-      if (blockIdx.x == 0) a.x[i] = v;
-    }
-  }
+        for (int k = 1; k < MAXG; k++)
+          if (k < a.G) v += bf(in.emb[k]);
+        v += in.text;
+        s.xs[i] = v;
+        if (blockIdx.x == 0) a.x[i] = v;
+      });
   __syncthreads();
   if (threadIdx.x == 0) g.mark(PH_OTHER);
   run_stack<1>(a, S, 1, a.tpos, a.chunks, s.xs, s.red, g, true);
