@@ -106,6 +106,13 @@ func Open(dir string, o Options) (*Engine, error) {
 	// codec of frame k overlaps the LM of frame k+1); the CPU codec remains
 	// the fallback when the codec library is missing.
 	if gpuLM, onGPU := e.lm.(*cuda.LM); onGPU {
+		// The prompt's text projection (two 2048-wide products, ~7 ms on
+		// the CPU) on the GPU too, on a stream of its own: Build may run
+		// while the LM generates the previous utterance. New computed
+		// P(tts_bos/eos/pad) on the CPU already; that stays.
+		if gpuLM.CanProjectText() {
+			e.prompts.SetTextProjector(gpuLM)
+		}
 		if gpu, err := cudacodec.New(dec); err == nil {
 			e.codec, e.gpuCodec = gpu, gpu
 			grid, _, _, _ := gpuLM.Geometry()

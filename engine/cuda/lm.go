@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"runtime"
 	"sync"
 	"time"
@@ -39,8 +40,12 @@ var (
 
 // LM is the CUDA language model. Generate calls are serialised; several LMs
 // may exist in one process (their GPU work shares one stream per device).
+// ProjectText has a lock and a stream of its own, so it runs beside Generate.
 type LM struct {
-	mu                   sync.Mutex
+	mu sync.Mutex
+	// projMu serialises ProjectText; Close takes it after mu, so e is
+	// written only with both held.
+	projMu               sync.Mutex
 	e                    *C.tb_engine
 	device               string
 	hidden, vocab, cpVoc int
@@ -49,6 +54,7 @@ type LM struct {
 	defaultCap           int
 	grid, threads, smem  int
 	tokensPerPass        int
+	textH                int // text projection width on the GPU; 0: not uploaded
 }
 
 // New uploads m's language-model weights (bf16) to the GPU and warms up the
@@ -88,12 +94,13 @@ func NewLM(m *model.Model, opt Options) (*LM, error) {
 		return nil, err
 	}
 	e := C.c_create(hw.w, C.int(opt.Device))
+	textH := int(hw.w.text_hidden)
 	hw.free()
 	if e == nil {
 		return nil, fmt.Errorf("%s: %w", m.Dir, lastError("create engine"))
 	}
 	lm := &LM{e: e, device: name, hidden: t.HiddenSize, vocab: t.VocabSize, cpVoc: t.CodePredictor.VocabSize,
-		eos: t.CodecEosID, maxPositions: maxPos}
+		eos: t.CodecEosID, maxPositions: maxPos, textH: textH}
 	lm.defaultCap = m.Generation.MaxNewTokens - 1
 	if lm.defaultCap <= 0 {
 		lm.defaultCap = model.DefaultGenerationConfig().MaxNewTokens - 1
@@ -143,11 +150,49 @@ func (lm *LM) Geometry() (grid, threads, smemBytes, tokensPerPass int) {
 func (lm *LM) Close() error {
 	lm.mu.Lock()
 	defer lm.mu.Unlock()
+	lm.projMu.Lock()
+	defer lm.projMu.Unlock()
 	if lm.e != nil {
 		C.c_destroy(lm.e)
 		lm.e = nil
 	}
 	return nil
+}
+
+// CanProjectText reports whether ProjectText can run: the checkpoint's text
+// projection is on the GPU (it is uploaded when stored as bf16).
+func (lm *LM) CanProjectText() bool { return lm.textH > 0 }
+
+// ProjectText computes the talker's text projection fc2(SiLU(fc1 x + b1)) + b2
+// on the GPU for rows rows of x (rows x textH floats: looked-up text-embedding
+// rows) and returns rows x H floats, in float32 with float32 accumulation.
+// It implements prompt.TextProjector. It uses its own lock, CUDA stream and
+// buffers, so it may run while another goroutine is inside Generate.
+func (lm *LM) ProjectText(x []float32, rows, textH int) ([]float32, error) {
+	lm.projMu.Lock()
+	defer lm.projMu.Unlock()
+	if lm.e == nil {
+		return nil, errors.New("cuda: ProjectText on a closed LM")
+	}
+	if lm.textH == 0 {
+		return nil, errors.New("cuda: ProjectText: the text projection is not on the GPU (the checkpoint does not store it as bf16)")
+	}
+	if textH != lm.textH {
+		return nil, fmt.Errorf("cuda: ProjectText: rows of width %d, the text projection takes %d", textH, lm.textH)
+	}
+	if rows <= 0 || rows > math.MaxInt32/textH {
+		return nil, fmt.Errorf("cuda: ProjectText: %d rows, want 1..%d", rows, math.MaxInt32/textH)
+	}
+	if len(x) != rows*textH {
+		return nil, fmt.Errorf("cuda: ProjectText: %d values for %d rows of %d", len(x), rows, textH)
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	out := make([]float32, rows*lm.hidden)
+	if C.c_project_text(lm.e, (*C.float)(unsafe.Pointer(&x[0])), C.int(rows), (*C.float)(unsafe.Pointer(&out[0]))) != 0 {
+		return nil, lastError("project text")
+	}
+	return out, nil
 }
 
 // warmup runs a short greedy and a short sampled utterance so the first real
@@ -358,14 +403,31 @@ func (lm *LM) Generate(ctx context.Context, p backend.Prompt, opt backend.Genera
 			submitted++
 		}
 		var codes [backend.NumGroups]C.int32_t
+		frameOf := func() backend.Frame {
+			fr := backend.Frame{Index: s}
+			for g := range codes {
+				fr.Codes[g] = int32(codes[g])
+			}
+			return fr
+		}
+		// The first frame goes out as soon as its codes exist, before the
+		// talker step that ends its launch: that step only decides the next
+		// frame, and the first chunk of audio is what the user waits for.
+		early := s == 0 && opt.OnLogits == nil
+		if early {
+			if C.c_frame_codes(lm.e, &codes[0]) != 0 {
+				return res, lastError(fmt.Sprintf("frame %d", s))
+			}
+			select {
+			case out <- frameOf():
+			case <-ctx.Done():
+				return cancelled(ctx.Err())
+			}
+		}
 		if C.c_frame_wait(lm.e, &codes[0], &g0) != 0 {
 			return res, lastError(fmt.Sprintf("frame %d", s))
 		}
-		var fr backend.Frame
-		fr.Index = s
-		for g := range codes {
-			fr.Codes[g] = int32(codes[g])
-		}
+		fr := frameOf()
 		if opt.OnLogits != nil {
 			if err := lm.readLogits(talkerLogits, hidden, cpLogits); err != nil {
 				return res, err
@@ -374,10 +436,12 @@ func (lm *LM) Generate(ctx context.Context, p backend.Prompt, opt backend.Genera
 				opt.OnLogits(backend.LogitsEvent{Frame: s, Group: g, Logits: append([]float32(nil), cpLogits[(g-1)*lm.cpVoc:g*lm.cpVoc]...)})
 			}
 		}
-		select {
-		case out <- fr:
-		case <-ctx.Done():
-			return cancelled(ctx.Err())
+		if !early {
+			select {
+			case out <- fr:
+			case <-ctx.Done():
+				return cancelled(ctx.Err())
+			}
 		}
 		now := time.Now()
 		res.Frames++

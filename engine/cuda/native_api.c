@@ -20,9 +20,11 @@ typedef struct {
 	int (*prefill)(tb_engine *, const float *, int, const float *, int, const float *, int32_t *);
 	int (*frame_submit)(tb_engine *, const int32_t *);
 	int (*frame_wait)(tb_engine *, int32_t *, int32_t *);
+	int (*frame_codes)(tb_engine *, int32_t *);
 	int (*read_logits)(tb_engine *, float *, float *, float *);
 	int (*bench)(tb_engine *, int, int, float *);
 	int (*sample)(tb_engine *, const float *, int, int, int, int32_t *);
+	int (*project_text)(tb_engine *, const float *, int, float *);
 } tb_api;
 
 static tb_api api;
@@ -42,8 +44,8 @@ int tb_open(const char *path) {
 		return -1;                                                              \
 	}
 	SYM(abi_version) SYM(last_error) SYM(device_count) SYM(device_info) SYM(create) SYM(destroy)
-	SYM(geometry) SYM(reserve_sms) SYM(reset) SYM(set_sampling) SYM(prefill) SYM(frame_submit) SYM(frame_wait)
-	SYM(read_logits) SYM(bench) SYM(sample)
+	SYM(geometry) SYM(reserve_sms) SYM(reset) SYM(set_sampling) SYM(prefill) SYM(frame_submit) SYM(frame_wait) SYM(frame_codes)
+	SYM(read_logits) SYM(bench) SYM(sample) SYM(project_text)
 #undef SYM
 	return 0;
 }
@@ -62,6 +64,8 @@ int c_set_sampling(tb_engine *e, const tb_sampler *t, const tb_sampler *p, uint6
 int c_prefill(tb_engine *e, const float *r, int n, const float *tr, int nt, const float *pad, int32_t *g0) { return api.prefill(e, r, n, tr, nt, pad, g0); }
 int c_frame_submit(tb_engine *e, const int32_t *t) { return api.frame_submit(e, t); }
 int c_frame_wait(tb_engine *e, int32_t *c, int32_t *g) { return api.frame_wait(e, c, g); }
+int c_frame_codes(tb_engine *e, int32_t *c) { return api.frame_codes(e, c); }
 int c_read_logits(tb_engine *e, float *t, float *h, float *p) { return api.read_logits(e, t, h, p); }
 int c_bench(tb_engine *e, int what, int iters, float *ms) { return api.bench(e, what, iters, ms); }
 int c_sample(tb_engine *e, const float *l, int n, int f, int g, int32_t *o) { return api.sample(e, l, n, f, g, o); }
+int c_project_text(tb_engine *e, const float *x, int rows, float *out) { return api.project_text(e, x, rows, out); }

@@ -17,7 +17,9 @@ int c_set_sampling(tb_engine *e, const tb_sampler *t, const tb_sampler *p, uint6
 int c_prefill(tb_engine *e, const float *r, int n, const float *tr, int nt, const float *pad, int32_t *g0);
 int c_frame_submit(tb_engine *e, const int32_t *t);
 int c_frame_wait(tb_engine *e, int32_t *c, int32_t *g);
+int c_frame_codes(tb_engine *e, int32_t *c);
 int c_read_logits(tb_engine *e, float *t, float *h, float *p);
 int c_bench(tb_engine *e, int what, int iters, float *ms);
 int c_sample(tb_engine *e, const float *l, int n, int f, int g, int32_t *o);
+int c_project_text(tb_engine *e, const float *x, int rows, float *out);
 #endif

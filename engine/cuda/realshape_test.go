@@ -22,7 +22,10 @@ import (
 // CPU reference. Skipped when unset (CI: no GPU, and the CPU run takes ~1 min).
 const EnvSynth = "TALKBOX_CUDA_SYNTH"
 
-func TestRealShapesAgainstCPU(t *testing.T) {
+// synthModel opens the synthetic 0.6B checkpoint of EnvSynth (writing it
+// first when needed), or skips; the test closes it.
+func synthModel(t *testing.T) *model.Model {
+	t.Helper()
 	requireGPU(t)
 	dir := os.Getenv(EnvSynth)
 	if dir == "" {
@@ -37,7 +40,12 @@ func TestRealShapesAgainstCPU(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Close()
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+func TestRealShapesAgainstCPU(t *testing.T) {
+	m := synthModel(t)
 	H := m.Config.Talker.HiddenSize
 	// 70 prompt rows: several prefill passes and, at 70+ positions, three
 	// attention chunks per KV head (the cross-CTA merge).

@@ -160,5 +160,39 @@ func buildWeights(m *model.Model, maxPositions int) (*hostWeights, error) {
 			return fail(err)
 		}
 	}
+	if err := h.textProjection(t.TextHiddenSize); err != nil {
+		return fail(err)
+	}
 	return h, nil
+}
+
+// textProjection describes the talker's text projection for tb_project_text
+// when the checkpoint stores all four of its tensors as bf16 (the released
+// checkpoints do): the GPU then multiplies exactly the weights the CPU
+// prompt builder multiplies. Any other dtype would be rounded to bf16 here,
+// so such a projection stays on the CPU (text_hidden 0, LM.CanProjectText
+// false).
+func (h *hostWeights) textProjection(textH int) error {
+	w := h.w
+	parts := []struct {
+		name string
+		ptr  **C.uint16_t
+	}{
+		{"talker.text_projection.linear_fc1.weight", &w.text_fc1}, {"talker.text_projection.linear_fc1.bias", &w.text_fc1_bias},
+		{"talker.text_projection.linear_fc2.weight", &w.text_fc2}, {"talker.text_projection.linear_fc2.bias", &w.text_fc2_bias},
+	}
+	for _, p := range parts {
+		if info, ok := h.model.LM.Info(p.name); !ok || info.DType != safetensors.BF16 || textH <= 0 {
+			return nil
+		}
+	}
+	for _, p := range parts {
+		ptr, err := h.tensor(p.name)
+		if err != nil {
+			return err
+		}
+		*p.ptr = ptr
+	}
+	w.text_hidden = C.int(textH)
+	return nil
 }

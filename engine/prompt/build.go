@@ -97,6 +97,21 @@ func New(m *model.Model) (*Builder, error) {
 	return b, nil
 }
 
+// SetTextProjector makes Build run the text projection on p (nil: back to
+// the CPU). It may be called at any time, also while Build runs on other
+// goroutines: a Build uses the projector it finds when it projects. The CPU
+// stays the fallback: when p fails, Build logs the error (log/slog) and
+// computes the rows on the CPU. P(tts_bos/eos/pad) were computed by New on
+// the CPU and stay as they are. p must stay usable while set; clear it
+// before p is closed, or let p return errors once closed (engine/cuda does).
+func (b *Builder) SetTextProjector(p TextProjector) {
+	if p == nil {
+		b.proj.accel.Store(nil)
+		return
+	}
+	b.proj.accel.Store(&accelerator{p})
+}
+
 // TTSPad returns P(tts_pad), the text term of every decode step past the
 // trailing rows. The caller must not modify it.
 func (b *Builder) TTSPad() []float32 { return b.ttsPad }

@@ -28,7 +28,7 @@
 extern "C" {
 #endif
 
-#define TB_ABI_VERSION 3
+#define TB_ABI_VERSION 4
 
 typedef struct tb_engine tb_engine;
 
@@ -63,6 +63,10 @@ typedef struct {
     const uint16_t *const *predictor_embeddings; /* [groups-1] x [pvocab][H] */
     const uint16_t *mtp_proj_weight;    /* [Hp][H] or NULL when H == Hp */
     const uint16_t *mtp_proj_bias;      /* [Hp] or NULL */
+    /* Optional text projection for tb_project_text (all four or none; NULL: not provided). */
+    int text_hidden;                    /* textH (0 when not provided) */
+    const uint16_t *text_fc1, *text_fc1_bias;  /* linear_fc1 [textH][textH], [textH] */
+    const uint16_t *text_fc2, *text_fc2_bias;  /* linear_fc2 [H][textH], [H] */
 } tb_weights;
 
 typedef struct {
@@ -111,6 +115,13 @@ int tb_prefill(tb_engine *e, const float *rows, int n, const float *trailing, in
  */
 int tb_frame_submit(tb_engine *e, const int32_t *teacher);
 /*
+ * The codes[16] of the oldest pending frame as soon as its code predictor is
+ * done, before the talker step of the same launch (the first audio chunk
+ * need not wait for it). Spins on host memory the kernel writes; does not
+ * retire the frame: tb_frame_wait still follows, with the same codes.
+ */
+int tb_frame_codes(tb_engine *e, int32_t *codes);
+/*
  * Wait for the oldest pending frame: codes[16] receives its codes (group 0 is
  * the one sampled before it), *next_g0 the group-0 code the talker sampled
  * for the following frame.
@@ -131,6 +142,15 @@ int tb_read_logits(tb_engine *e, float *talker, float *hidden, float *predictor)
  * as draw (frame, group); *out receives the id (-1: no finite logit).
  */
 int tb_sample(tb_engine *e, const float *logits, int n, int frame, int group, int32_t *out);
+
+/*
+ * The talker's text projection: out (rows x H floats) = fc2(SiLU(fc1 x + b1)) + b2
+ * for x (rows x text_hidden floats, looked-up text-embedding rows), in fp32
+ * with fp32 accumulation. Runs on its own stream and buffers, so it may be
+ * called while another thread drives frames; calls must not overlap each
+ * other. Fails when tb_create got no text projection or rows <= 0.
+ */
+int tb_project_text(tb_engine *e, const float *x, int rows, float *out);
 
 /* Time `iters` launches of one kind with CUDA events (after a prefill); ms[i] per launch. */
 int tb_bench(tb_engine *e, int what, int iters, float *ms);

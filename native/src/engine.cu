@@ -11,8 +11,12 @@
 #include <string>
 #include <vector>
 
+#include <sched.h>
+#include <cstring>
+
 #include "../include/talkbox_native.h"
 #include "kernel.cuh"
+#include "textproj.cuh"
 
 using namespace tb;
 
@@ -69,6 +73,13 @@ struct tb_engine {
   int32_t* d_out = nullptr;  // [SLOTS+1][OUTW] (last slot: prefill)
   int head = 0, pending = 0;
   int frame = 0;     // next frame to submit
+  // Early codes (tb_frame_codes): the kernel publishes each frame's codes to
+  // mapped host memory before its talker step; slot_seq names the frame a
+  // slot holds (h_early[0] == slot_seq once that frame's codes are there).
+  int32_t* h_early = nullptr;  // mapped pinned [EARLYW]
+  int32_t* d_early = nullptr;  // its device address
+  int seq = 0;
+  int slot_seq[SLOTS]{};
   int npre = 0;      // prefill length
   bool primed = false;
   // prompt buffers
@@ -79,6 +90,9 @@ struct tb_engine {
   float* d_pad = nullptr;
   size_t hist_words = 0;
   int prefill_rows = 0;
+  // tb_project_text's weights, stream and buffers (textproj.cuh): touched by
+  // nothing else, freed by its own destructor after this one's body.
+  tbtp::TextProj tp;
 
   ~tb_engine() {
     cudaSetDevice(dev);
@@ -86,6 +100,7 @@ struct tb_engine {
     for (auto& e : ev)
       if (e) cudaEventDestroy(e);
     if (h_out) cudaFreeHost(h_out);
+    if (h_early) cudaFreeHost(h_early);
     for (void* p : allocs) cudaFree(p);
   }
 
@@ -183,7 +198,8 @@ int build_stack(tb_engine* e, const tb_stack_dims& d, const tb_layer* layers, co
 int launch(tb_engine* e) {
   CK(cudaMemsetAsync(e->P.bar, 0, sizeof(unsigned), e->stream));
   void* args[] = {&e->P};
-  CK(cudaLaunchCooperativeKernel((const void*)decode_kernel, dim3(e->grid), dim3(NT), args, (size_t)e->smem,
+  const void* fn = e->P.mode == MODE_PREFILL ? (const void*)prefill_kernel : (const void*)decode_kernel;
+  CK(cudaLaunchCooperativeKernel(fn, dim3(e->grid), dim3(NT), args, (size_t)e->smem,
                                  e->stream));
   return 0;
 }
@@ -306,7 +322,17 @@ tb_engine* tb_create(const tb_weights* w, int device) {
   const int maxV = std::max(T.vocab, C.vocab);
   e->maxV = maxV;
   const size_t fixed = SM_XS;  // red, sf, sint, codes, then xs
-  const size_t limit = prop.sharedMemPerBlockOptin;
+  // Dynamic shared memory may use what the kernel's static arrays leave.
+  size_t static_smem = 0;
+  for (const void* fn : {(const void*)decode_kernel, (const void*)prefill_kernel}) {
+    cudaFuncAttributes fa{};
+    if (cudaFuncGetAttributes(&fa, fn) != cudaSuccess) {
+      fail("cudaFuncGetAttributes: %s", cudaGetErrorString(cudaGetLastError()));
+      return bail();
+    }
+    static_smem = std::max(static_smem, fa.sharedSizeBytes);
+  }
+  const size_t limit = prop.sharedMemPerBlockOptin - static_smem;
   int mmax = 8;
   auto need = [&](int mm) {
     const size_t xs = (size_t)mm * std::max(maxK, 2 * T.hidden) * 4;
@@ -321,20 +347,21 @@ tb_engine* tb_create(const tb_weights* w, int device) {
   }
   e->mmax = mmax;
   e->smem = (int)need(mmax);
-  if (cudaFuncSetAttribute((const void*)decode_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, e->smem) !=
-      cudaSuccess) {
-    fail("cudaFuncSetAttribute: %s", cudaGetErrorString(cudaGetLastError()));
-    return bail();
-  }
-  int per_sm = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, (const void*)decode_kernel, NT, e->smem) !=
-      cudaSuccess) {
-    fail("occupancy query: %s", cudaGetErrorString(cudaGetLastError()));
-    return bail();
-  }
-  if (per_sm < 1) {
-    fail("%s: the decode kernel (%d threads, %d bytes shared) cannot be resident on an SM", prop.name, NT, e->smem);
-    return bail();
+  for (const void* fn : {(const void*)decode_kernel, (const void*)prefill_kernel}) {
+    if (cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, e->smem) != cudaSuccess) {
+      fail("cudaFuncSetAttribute: %s", cudaGetErrorString(cudaGetLastError()));
+      return bail();
+    }
+    int per_sm = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, NT, e->smem) != cudaSuccess) {
+      fail("occupancy query: %s", cudaGetErrorString(cudaGetLastError()));
+      return bail();
+    }
+    if (per_sm < 1) {
+      fail("%s: the %s kernel (%d threads, %d bytes shared) cannot be resident on an SM", prop.name,
+           fn == (const void*)decode_kernel ? "decode" : "prefill", NT, e->smem);
+      return bail();
+    }
   }
   e->grid = prop.multiProcessorCount;  // one CTA per SM; cooperative launch refuses what cannot be co-resident
 
@@ -372,6 +399,24 @@ tb_engine* tb_create(const tb_weights* w, int device) {
     if (upload(e, &p, w->mtp_proj_bias, C.hidden, "small_to_mtp_projection bias")) return bail();
     P.proj_b = p;
   }
+  // The optional text projection (tb_project_text): all four tensors or none.
+  if (w->text_fc1 || w->text_fc1_bias || w->text_fc2 || w->text_fc2_bias || w->text_hidden) {
+    if (!w->text_fc1 || !w->text_fc1_bias || !w->text_fc2 || !w->text_fc2_bias) {
+      fail("weights: text projection incomplete (fc1, fc1 bias, fc2 and fc2 bias go together)");
+      return bail();
+    }
+    if (w->text_hidden <= 0 || w->text_hidden > 16384) {
+      fail("weights: text_hidden %d outside 1..16384", w->text_hidden);
+      return bail();
+    }
+    const char* what = "";
+    const cudaError_t err = e->tp.init(device, w->text_hidden, T.hidden, w->text_fc1, w->text_fc1_bias, w->text_fc2,
+                                       w->text_fc2_bias, &what);
+    if (err != cudaSuccess) {
+      fail("%s: %s", what, cudaGetErrorString(err));
+      return bail();
+    }
+  }
   P.V = V;
   P.Vp = Vp;
   P.G = G;
@@ -399,6 +444,13 @@ tb_engine* tb_create(const tb_weights* w, int device) {
     fail("cudaMallocHost: %s", cudaGetErrorString(cudaGetLastError()));
     return bail();
   }
+  if (cudaHostAlloc(&e->h_early, EARLYW * sizeof(int32_t), cudaHostAllocMapped) != cudaSuccess ||
+      cudaHostGetDevicePointer(&e->d_early, e->h_early, 0) != cudaSuccess) {
+    fail("mapped host memory: %s", cudaGetErrorString(cudaGetLastError()));
+    return bail();
+  }
+  memset(e->h_early, 0, EARLYW * sizeof(int32_t));
+  P.early = e->d_early;
   for (auto& ev : e->ev)
     if (cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess) {
       fail("cudaEventCreate: %s", cudaGetErrorString(cudaGetLastError()));
@@ -529,12 +581,49 @@ int tb_frame_submit(tb_engine* e, const int32_t* teacher) {
     }
   const int slot = (e->head + e->pending) % SLOTS;
   e->P.out = e->d_out + slot * OUTW;
+  e->P.early_seq = e->slot_seq[slot] = ++e->seq;
   if (submit_kind(e, MODE_FRAME, 0)) return -1;
   CK(cudaMemcpyAsync(e->h_out + slot * OUTW, e->P.out, OUTW * 4, cudaMemcpyDeviceToHost, e->stream));
   CK(cudaEventRecord(e->ev[slot], e->stream));
   e->pending++;
   e->frame++;
   return 0;
+}
+
+int tb_frame_codes(tb_engine* e, int32_t* codes) {
+  if (!e || !codes) return fail(e ? "tb_frame_codes: null codes" : "no engine");
+  if (e->pending == 0) return fail("no frame pending");
+  CK(cudaSetDevice(e->dev));
+  const int slot = e->head, want = e->slot_seq[slot];
+  volatile int32_t* pub = e->h_early;
+  for (int spins = 0;; spins++) {
+    // A seqlock: the kernel zeroes the sequence word, writes the codes, then
+    // the sequence (system-scope fences between); a copy taken between two
+    // equal reads of it is whole.
+    const int s1 = __atomic_load_n(&e->h_early[0], __ATOMIC_ACQUIRE);
+    if (s1 == want) {
+      int32_t c[EARLYW];
+      for (int k = 0; k < EARLYW; k++) c[k] = pub[k];
+      __atomic_thread_fence(__ATOMIC_ACQUIRE);
+      if (__atomic_load_n(&e->h_early[0], __ATOMIC_ACQUIRE) == want) {
+        if (c[1 + MAXG]) return fail("frame: no finite logit to sample from");
+        for (int k = 0; k < e->P.G; k++) codes[k] = c[1 + k];
+        return 0;
+      }
+    }
+    // Overwritten by a later frame, or the launch is over: the full copy has
+    // the same codes.
+    const cudaError_t q = (spins & 63) == 63 || (s1 > want) ? cudaEventQuery(e->ev[slot]) : cudaErrorNotReady;
+    if (q == cudaSuccess || s1 > want) {
+      CK(cudaEventSynchronize(e->ev[slot]));
+      const int32_t* o = e->h_out + slot * OUTW;
+      if (o[17]) return fail("frame: no finite logit to sample from");
+      for (int k = 0; k < e->P.G; k++) codes[k] = o[k];
+      return 0;
+    }
+    if (q != cudaErrorNotReady) return fail("frame: %s", cudaGetErrorString(q));
+    if (spins > 4096) sched_yield();
+  }
 }
 
 int tb_frame_wait(tb_engine* e, int32_t* codes, int32_t* next_g0) {
@@ -655,6 +744,17 @@ int tb_bench(tb_engine* e, int what, int iters, float* ms) {
   if (what != TB_BENCH_FRAME) e->frame = frame0;
   if (se != cudaSuccess) return fail("bench: %s", cudaGetErrorString(se));
   return rc;
+}
+
+int tb_project_text(tb_engine* e, const float* x, int rows, float* out) {
+  if (!e || !x || !out) return fail("tb_project_text: null argument");
+  if (!e->tp.ready()) return fail("tb_project_text: the engine was created without the text projection weights");
+  if (rows <= 0) return fail("tb_project_text: %d rows, want at least 1", rows);
+  CK(cudaSetDevice(e->dev));
+  const char* what = "";
+  const cudaError_t err = e->tp.run(x, rows, out, &what);
+  if (err != cudaSuccess) return fail("tb_project_text: %s: %s", what, cudaGetErrorString(err));
+  return 0;
 }
 
 }  // extern "C"

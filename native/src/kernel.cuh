@@ -21,7 +21,8 @@ constexpr int NW = NT / 32;      // warps per CTA
 constexpr int HD = 128;          // head_dim (checked at create)
 constexpr int TILE = 256;        // attention positions per softmax tile
 constexpr int MAXG = 16;         // codes per frame
-constexpr int PSTRIDE = HD + 2;  // one attention partial: 128 sums, max, sum of weights
+constexpr int EARLYW = 2 + MAXG;  // early codes: sequence, codes[MAXG], bad flag
+constexpr int PSTRIDE = HD + 4;  // one attention partial: 128 sums, max, sum of weights, pad (16-byte rows)
 
 enum Mode { MODE_PREFILL = 0, MODE_FRAME = 1, MODE_TALKER = 2, MODE_PREDICTOR = 3 };
 
@@ -74,6 +75,8 @@ struct Params {
   double* samp_scratch;  // [grid][2V] doubles: sampler scratch when candidates exceed CAND
   int32_t* state; // [0] sampled g0, [1..16] codes fed back last frame
   int32_t* out;   // this launch's output slot [18]
+  int32_t* early; // mapped host memory [EARLYW]: a frame's codes before its talker step (seqlock)
+  int early_seq;  // this frame's sequence number there
   const float* rows;  // prefill rows of this chunk
   const float* trail;
   int ntrail;
@@ -344,8 +347,16 @@ __device__ __forceinline__ void norm_rows(float* xs, int xstride, const float* s
     wv[k] = i < H ? bf(w[i]) : 0.f;
   }
   if (src) {
-    for (int t = 0; t < m; t++)
-      for (int i = threadIdx.x; i < H; i += NT) xs[t * xstride + i] = __ldcg(src + (size_t)t * src_stride + i);
+    batched<4>(
+        m * H,
+        [&](int i) {
+          const int t = i / H;
+          return __ldcg(src + (size_t)t * src_stride + (i - t * H));
+        },
+        [&](int i, float v) {
+          const int t = i / H;
+          xs[t * xstride + (i - t * H)] = v;
+        });
     __syncthreads();
   }
   for (int t = warp; t < m; t += NW) {
@@ -513,15 +524,32 @@ __device__ __forceinline__ void merge_attention(const Params& a, const StackD& S
   for (int pr = warp; pr < m * S.nh; pr += NW) {
     const int t = pr / S.nh, h = pr % S.nh;
     const float* base = a.part + (((size_t)t * S.nh + h) * a.cmax) * PSTRIDE;
-    float M = -CUDART_INF_F;
-    for (int c = 0; c < C; c++) M = fmaxf(M, __ldcg(base + c * PSTRIDE + HD));
+    // Every load of the pair is issued before any is used (one L2 trip, not
+    // one per chunk): lane c holds chunk c's max and weight sum, and the
+    // sums of up to four chunks at a time are in flight.
+    const float pm = lane < C ? __ldcg(base + lane * PSTRIDE + HD) : -CUDART_INF_F;
+    const float pl = lane < C ? __ldcg(base + lane * PSTRIDE + HD + 1) : 0.f;
     float L = 0.f, o[4] = {0.f, 0.f, 0.f, 0.f};
-    for (int c = 0; c < C; c++) {
-      const float* p = base + c * PSTRIDE;
-      const float e = expf(__ldcg(p + HD) - M);
-      L += __ldcg(p + HD + 1) * e;
+    float M = -CUDART_INF_F;
+    for (int c0 = 0; c0 < C; c0 += 4) {
+      float4 v[4];
 #pragma unroll
-      for (int i = 0; i < 4; i++) o[i] += __ldcg(p + lane * 4 + i) * e;
+      for (int k = 0; k < 4; k++)
+        if (c0 + k < C) v[k] = __ldcg(reinterpret_cast<const float4*>(base + (c0 + k) * PSTRIDE + lane * 4));
+      if (c0 == 0) {
+        for (int c = 0; c < C; c++) M = fmaxf(M, __shfl_sync(0xffffffffu, pm, c));
+      }
+#pragma unroll
+      for (int k = 0; k < 4; k++) {
+        if (c0 + k < C) {
+          const float e = expf(__shfl_sync(0xffffffffu, pm, c0 + k) - M);
+          L += __shfl_sync(0xffffffffu, pl, c0 + k) * e;
+          o[0] += v[k].x * e;
+          o[1] += v[k].y * e;
+          o[2] += v[k].z * e;
+          o[3] += v[k].w * e;
+        }
+      }
     }
     const float inv = 1.f / L;
 #pragma unroll
@@ -1007,17 +1035,41 @@ __device__ void prefill_chunk(const Params& a, const Smem& s, Grid& g) {
   }
 }
 
+__device__ __forceinline__ Smem smem_layout(unsigned char* raw) {
+  Smem s;
+  s.red = reinterpret_cast<float*>(raw);
+  s.sf = s.red + 64;
+  s.sint = reinterpret_cast<int*>(s.sf + 64);
+  s.codes = s.sint + 64 + 512;
+  s.xs = reinterpret_cast<float*>(raw + SM_XS);
+  return s;
+}
+
+// Prefill passes have their own kernel: their many-token matvecs need far
+// more registers than a decode step, and in one kernel they set its
+// register allocation and local-memory stack for every decode launch too.
+__global__ void __launch_bounds__(NT, 1) prefill_kernel(const __grid_constant__ Params a) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const Smem s = smem_layout(smem_raw);
+  Grid g{a.bar, 0, 0, nullptr, 0};
+#if TB_PROF
+  __shared__ unsigned long long prof_acc[2 * NPH * 2];  // counted, not reported
+  if (threadIdx.x < 2 * NPH * 2) prof_acc[threadIdx.x] = 0;
+  __syncthreads();
+  g.acc = prof_acc;
+#endif
+  if (a.mmax >= 8 && a.m > 4) prefill_chunk<8>(a, s, g);
+  else if (a.m > 2) prefill_chunk<4>(a, s, g);
+  else if (a.m == 2) prefill_chunk<2>(a, s, g);
+  else prefill_chunk<1>(a, s, g);
+}
+
 // __grid_constant__: device functions take `const Params&`; without it the
 // compiler copies the parameters to local memory at entry and every field
 // read becomes a local load (measured on an H100: frame 3.91 -> 3.75 ms).
 __global__ void __launch_bounds__(NT, 1) decode_kernel(const __grid_constant__ Params a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  Smem s;
-  s.red = reinterpret_cast<float*>(smem_raw);
-  s.sf = s.red + 64;
-  s.sint = reinterpret_cast<int*>(s.sf + 64);
-  s.codes = s.sint + 64 + 512;
-  s.xs = reinterpret_cast<float*>(smem_raw + SM_XS);
+  Smem s = smem_layout(smem_raw);
   Grid g{a.bar, 0, 0, nullptr, 0};
 #if TB_PROF
   __shared__ unsigned long long prof_acc[2 * NPH * 2];
@@ -1045,13 +1097,6 @@ __global__ void __launch_bounds__(NT, 1) decode_kernel(const __grid_constant__ P
     }
   } flush{a, prof_acc, t_start, ns_start};
 #endif
-  if (a.mode == MODE_PREFILL) {
-    if (a.mmax >= 8 && a.m > 4) prefill_chunk<8>(a, s, g);
-    else if (a.m > 2) prefill_chunk<4>(a, s, g);
-    else if (a.m == 2) prefill_chunk<2>(a, s, g);
-    else prefill_chunk<1>(a, s, g);
-    return;
-  }
   // Codes fed back in this frame: the last sampled (or teacher) group 0 and,
   // for a talker-only launch, the previous frame's codes.
   if (threadIdx.x < MAXG) {
@@ -1085,6 +1130,21 @@ __global__ void __launch_bounds__(NT, 1) decode_kernel(const __grid_constant__ P
       sampled[j] = c;
       if (threadIdx.x == 0) s.codes[j] = a.use_teacher ? a.teacher[j] : (c < 0 ? 0 : c);
       __syncthreads();
+    }
+    // The frame's codes are final: publish them to the host now, so the first
+    // audio need not wait for the talker step below (tb_frame_codes).
+    if (a.early && blockIdx.x == 0 && threadIdx.x == 0) {
+      volatile int32_t* pub = a.early;
+      pub[0] = 0;
+      __threadfence_system();
+      int bad = 0;
+      for (int k = 0; k < a.G; k++) {
+        pub[1 + k] = s.codes[k];
+        bad |= sampled[k] < 0;
+      }
+      pub[1 + MAXG] = bad;
+      __threadfence_system();
+      pub[0] = a.early_seq;
     }
   }
   const int next = talker_step(a, s, g);
