@@ -15,13 +15,13 @@
 #include <cstdint>
 #include <initializer_list>
 
+#include "kernel.cuh"  // bf16 unpacking and warp_sum, shared with the decode kernel
+
 namespace tbtp {
 
 constexpr int TP_THREADS = 256;  // 8 warps (output features) per block
 constexpr int TP_RT = 8;         // rows per register tile
 constexpr int TP_CHUNK = 256;    // rows per H2D / launch / D2H round (buffer size)
-
-__device__ __forceinline__ float bf16_to_f32(uint32_t bits16) { return __uint_as_float(bits16 << 16); }
 
 // y[r][j] = b[j] + sum_k W[j][k] x[r][k] (SiLU applied when SILU), for
 // r < rows, j < N. W is [N][K] bf16 row-major, b [N] bf16, x [rows][K] and
@@ -35,7 +35,7 @@ __global__ void __launch_bounds__(TP_THREADS)
   const int lane = threadIdx.x & 31;
   if (j >= N) return;  // whole warps leave together
   const uint16_t* wr = W + (size_t)j * K;
-  const float bias = bf16_to_f32(b[j]);
+  const float bias = tb::bf(b[j]);
   for (int r0 = 0; r0 < rows; r0 += TP_RT) {
     const int nr = min(TP_RT, rows - r0);
     const float* xt = x + (size_t)r0 * K;
@@ -49,8 +49,8 @@ __global__ void __launch_bounds__(TP_THREADS)
         float w[8];
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-          w[2 * i] = bf16_to_f32(wp[i] & 0xffffu);
-          w[2 * i + 1] = bf16_to_f32(wp[i] >> 16);
+          w[2 * i] = tb::bflo(wp[i]);
+          w[2 * i + 1] = tb::bfhi(wp[i]);
         }
 #pragma unroll
         for (int r = 0; r < TP_RT; r++) {
@@ -72,17 +72,14 @@ __global__ void __launch_bounds__(TP_THREADS)
       }
     } else {
       for (int k = lane; k < K; k += 32) {
-        const float w = bf16_to_f32(__ldg(wr + k));
+        const float w = tb::bf(__ldg(wr + k));
 #pragma unroll
         for (int r = 0; r < TP_RT; r++)
           if (r < nr) acc[r] = fmaf(w, __ldg(xt + (size_t)r * K + k), acc[r]);
       }
     }
 #pragma unroll
-    for (int r = 0; r < TP_RT; r++) {
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], o);
-    }
+    for (int r = 0; r < TP_RT; r++) acc[r] = tb::warp_sum(acc[r]);
     // Every lane holds every row's sum; lane r writes row r.
 #pragma unroll
     for (int r = 0; r < TP_RT; r++) {
