@@ -49,22 +49,37 @@ var (
 )
 
 // engineFor loads (once per test binary) the CUDA LM of a golden checkpoint.
-func engineFor(t *testing.T, dir string) *LM {
+func engineFor(t *testing.T, dir string) *LM { return engineWithPrefill(t, dir, prefillTensorCores) }
+
+// The library's two prefill paths; it reads EnvPrefill when an engine is created.
+const (
+	prefillTensorCores = ""       // the default: all prompt rows at once on tensor cores
+	prefillPasses      = "passes" // the cooperative kernel's passes of a few rows
+)
+
+// EnvPrefill selects the native library's prefill path (native/src/engine.cu).
+const EnvPrefill = "TALKBOX_PREFILL"
+
+func lmCacheKey(dir, prefill string) string { return dir + "#" + prefill }
+
+func engineWithPrefill(t *testing.T, dir, prefill string) *LM {
 	t.Helper()
 	lmCacheMu.Lock()
 	defer lmCacheMu.Unlock()
-	if l, ok := lmCache[dir]; ok {
+	key := lmCacheKey(dir, prefill)
+	if l, ok := lmCache[key]; ok {
 		return l.lm
 	}
 	m, err := model.Load(dir, model.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Setenv(EnvPrefill, prefill)
 	lm, err := NewLM(m, Options{MaxPositions: 256})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lmCache[dir] = &loaded{m, lm}
+	lmCache[key] = &loaded{m, lm}
 	return lm
 }
 
@@ -136,15 +151,23 @@ func argmax(l []float32) int {
 
 // Teacher-forced logits against the official ones, within the bf16 class
 // (5e-2 * max(1, max|golden|)), and the greedy decision at every step.
+// Both prefill paths are checked: the tensor-core one every request takes, and
+// the cooperative passes (TALKBOX_PREFILL=passes).
 func TestGoldenTeacherForcedLogits(t *testing.T) {
 	requireGPU(t)
+	for _, p := range []struct{ name, env string }{{"tensor-cores", prefillTensorCores}, {"passes", prefillPasses}} {
+		t.Run("prefill="+p.name, func(t *testing.T) { goldenTeacherForcedLogits(t, p.env) })
+	}
+}
+
+func goldenTeacherForcedLogits(t *testing.T, prefill string) {
 	for _, name := range cvCases(t) {
 		t.Run(name, func(t *testing.T) {
 			c := golden.OpenCase(t, name)
 			if !c.Has("talker_logits") || !c.Has("trailing_text_hidden") || len(c.Shape("prefill_embeds")) != 2 {
 				t.Skip("no single-utterance talker logits in this case")
 			}
-			lm := engineFor(t, c.Checkpoint)
+			lm := engineWithPrefill(t, c.Checkpoint, prefill)
 			want := goldenCodes(c)
 			wantT := c.F32("talker_logits")
 			wantP := c.F32("code_predictor_logits_frame0")

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -16,6 +17,7 @@
 
 #include "../include/talkbox_native.h"
 #include "kernel.cuh"
+#include "prefill_tc.cuh"
 #include "textproj.cuh"
 
 using namespace tb;
@@ -54,6 +56,9 @@ int device_stream(int dev, cudaStream_t* out) {
 }
 
 constexpr int SLOTS = 4;
+// decode_kernel<true> (attention fused with O) up to this talker context;
+// TALKBOX_FUSED_MAX_LEN overrides it (tuning).
+constexpr int FUSED_MAX_LEN = 384;
 constexpr int OUTW = 18;
 
 }  // namespace
@@ -90,6 +95,17 @@ struct tb_engine {
   float* d_pad = nullptr;
   size_t hist_words = 0;
   int prefill_rows = 0;
+  // Longest talker context (positions) decode_kernel<true> takes.
+  int fused_max_len = FUSED_MAX_LEN;
+  // Tensor-core prefill (prefill_tc.cuh): the talker's layers as the host
+  // sees them, and fp32 buffers for all prompt rows (grown on demand).
+  bool tc_prefill = false;
+  std::vector<LayerD> tk_layers;
+  int pf_cap = 0;    // rows the buffers below hold
+  float* pf_x = nullptr;    // residual [rows][H]
+  float* pf_in = nullptr;   // normed rows / attention contexts [rows][max(H, heads*HD)]
+  float* pf_qkv = nullptr;  // [rows][(heads + 2 kv heads) * HD]
+  float* pf_mlp = nullptr;  // SiLU(gate) * up [rows][I]
   // tb_project_text's weights, stream and buffers (textproj.cuh): touched by
   // nothing else, freed by its own destructor after this one's body.
   tbtp::TextProj tp;
@@ -134,7 +150,7 @@ int check_dims(const tb_stack_dims& d, const char* name) {
 }
 
 int build_stack(tb_engine* e, const tb_stack_dims& d, const tb_layer* layers, const uint16_t* norm, int cap,
-                StackD* S, const char* name) {
+                StackD* S, std::vector<LayerD>* host_layers, const char* name) {
   const size_t H = d.hidden, I = d.intermediate, QN = (size_t)(d.heads + 2 * d.kv_heads) * HD, AO = (size_t)d.heads * HD;
   std::vector<LayerD> hl(d.layers);
   for (int l = 0; l < d.layers; l++) {
@@ -171,6 +187,7 @@ int build_stack(tb_engine* e, const tb_stack_dims& d, const tb_layer* layers, co
   if (e->alloc(&dl, hl.size())) return -1;
   CK(cudaMemcpy(dl, hl.data(), hl.size() * sizeof(LayerD), cudaMemcpyHostToDevice));
   S->layers = dl;
+  *host_layers = hl;
   S->L = d.layers;
   S->H = d.hidden;
   S->I = d.intermediate;
@@ -195,10 +212,17 @@ int build_stack(tb_engine* e, const tb_stack_dims& d, const tb_layer* layers, co
   return 0;
 }
 
+// The decode kernel a launch takes: attention fused with O while the
+// talker's context (position tpos and the ones before it) is short.
+const void* decode_fn(const tb_engine* e) {
+  const bool fused = e->P.mode == MODE_PREDICTOR || e->P.tpos + 1 <= e->fused_max_len;
+  return fused ? (const void*)decode_kernel<true> : (const void*)decode_kernel<false>;
+}
+
 int launch(tb_engine* e) {
   CK(cudaMemsetAsync(e->P.bar, 0, sizeof(unsigned), e->stream));
   void* args[] = {&e->P};
-  const void* fn = e->P.mode == MODE_PREFILL ? (const void*)prefill_kernel : (const void*)decode_kernel;
+  const void* fn = e->P.mode == MODE_PREFILL ? (const void*)prefill_kernel : decode_fn(e);
   CK(cudaLaunchCooperativeKernel(fn, dim3(e->grid), dim3(NT), args, (size_t)e->smem,
                                  e->stream));
   return 0;
@@ -214,7 +238,10 @@ int chunks_for(const tb_engine* e, int len_min, int tokens) {
   return std::max(1, std::min({by_grid, by_len, e->P.cmax, len_min}));
 }
 
+int run_prefill_tc(tb_engine* e);
+
 int run_prefill_launches(tb_engine* e) {
+  if (e->tc_prefill) return run_prefill_tc(e);
   const int n = e->prefill_rows;
   const int H = e->Htk;
   for (int p0 = 0; p0 < n; p0 += e->mmax) {
@@ -229,6 +256,90 @@ int run_prefill_launches(tb_engine* e) {
     if (launch(e)) return -1;
   }
   return 0;
+}
+
+// The tensor-core prefill's shape rules: K of every GEMM in whole 32-column
+// steps, N in whole column tiles (gemm_run's widths).
+bool tc_prefill_fits(const tb_stack_dims& d) {
+  const int H = d.hidden, I = d.intermediate, AO = d.heads * HD, QN = (d.heads + 2 * d.kv_heads) * HD;
+  const int k = pf::KSTEP;
+  return H % k == 0 && I % k == 0 && AO % k == 0 && QN % 32 == 0 && H % 8 == 0 && I % 16 == 0;
+}
+
+// Row tiles per CTA (16 rows each): enough for the prompt in one pass up to 64 rows.
+int gemm_mt(int rows) { return rows <= 16 ? 1 : rows <= 32 ? 2 : 4; }
+
+template <int MT, int NT8, int EPI>
+void gemm_launch(cudaStream_t st, const pf::GemmArgs& g) {
+  const int cols = EPI == pf::EPI_SILU ? 4 * NT8 : 8 * NT8;
+  const dim3 grid(g.N / cols, (g.M + 16 * MT - 1) / (16 * MT));
+  pf::gemm<MT, NT8, EPI><<<grid, pf::PT, 0, st>>>(g);
+}
+
+// Column tiles per CTA: wide N (QKV, gate/up) takes 4 tiles so a CTA reuses
+// each activation load 4 times; N = hidden (O, down) takes 1 so there are
+// still ~128 CTAs to stream the weights.
+template <int EPI>
+void gemm_run(cudaStream_t st, const pf::GemmArgs& g) {
+  constexpr bool wide = EPI != pf::EPI_ADD;
+  switch (gemm_mt(g.M)) {
+    case 1:
+      gemm_launch<1, wide ? 4 : 1, EPI>(st, g);
+      break;
+    case 2:
+      gemm_launch<2, wide ? 4 : 1, EPI>(st, g);
+      break;
+    default:
+      gemm_launch<4, wide ? 2 : 1, EPI>(st, g);
+  }
+}
+
+int run_prefill_tc(tb_engine* e) {
+  const int n = e->prefill_rows;
+  const StackD& S = e->P.tk;
+  const int H = S.H, I = S.I, AO = S.nh * HD, QN = (S.nh + 2 * S.nkv) * HD;
+  if (n > e->pf_cap) {
+    for (float* p : {e->pf_x, e->pf_in, e->pf_qkv, e->pf_mlp}) {
+      if (!p) continue;
+      cudaFree(p);
+      e->allocs.erase(std::find(e->allocs.begin(), e->allocs.end(), (void*)p));
+    }
+    e->pf_x = e->pf_in = e->pf_qkv = e->pf_mlp = nullptr;
+    e->pf_cap = 0;
+    if (e->alloc(&e->pf_x, (size_t)n * H) || e->alloc(&e->pf_in, (size_t)n * std::max(H, AO)) ||
+        e->alloc(&e->pf_qkv, (size_t)n * QN) || e->alloc(&e->pf_mlp, (size_t)n * I))
+      return -1;
+    e->pf_cap = n;
+  }
+  const cudaStream_t st = e->stream;
+  float* x = e->pf_x;
+  CK(cudaMemcpyAsync(x, e->d_rows, (size_t)n * H * 4, cudaMemcpyDeviceToDevice, st));
+  const int rope_blocks = (n * (S.nh + 2 * S.nkv) + pf::PW - 1) / pf::PW;
+  const int attn_blocks = (n * S.nh + pf::PW - 1) / pf::PW;
+  for (int l = 0; l < S.L; l++) {
+    const LayerD& L = e->tk_layers[l];
+    pf::rms_rows<<<n, pf::PT, 0, st>>>(x, H, H, L.in_norm, S.eps, e->pf_in, H);
+    gemm_run<pf::EPI_STORE>(st, {L.qkv, nullptr, QN, H, e->pf_in, H, n, e->pf_qkv, QN});
+    const size_t cache = (size_t)l * S.nkv * S.cap * HD;
+    pf::rope_cache<<<rope_blocks, pf::PT, 0, st>>>(
+        {e->pf_qkv, QN, n, S.nh, S.nkv, L.q_norm, L.k_norm, S.eps, S.inv_freq, S.kc + cache, S.vc + cache, S.cap});
+    pf::attend_rows<<<attn_blocks, pf::PT, 0, st>>>(e->pf_qkv, QN, n, S.nh, S.nkv, e->pf_in);
+    gemm_run<pf::EPI_ADD>(st, {L.o, nullptr, H, AO, e->pf_in, AO, n, x, H});
+    pf::rms_rows<<<n, pf::PT, 0, st>>>(x, H, H, L.post_norm, S.eps, e->pf_in, H);
+    gemm_run<pf::EPI_SILU>(st, {L.gate, L.up, I, H, e->pf_in, H, n, e->pf_mlp, I});
+    gemm_run<pf::EPI_ADD>(st, {L.down, nullptr, H, I, e->pf_mlp, I, n, x, H});
+  }
+  CK(cudaGetLastError());
+  // The last row's residual goes where the cooperative kernel's head reads
+  // it; that kernel (m = 0: head and sampling only) draws group 0.
+  CK(cudaMemcpyAsync(e->P.x, x + (size_t)(n - 1) * H, (size_t)H * 4, cudaMemcpyDeviceToDevice, st));
+  e->P.mode = MODE_PREFILL;
+  e->P.p0 = n - 1;
+  e->P.m = 0;
+  e->P.chunks = 1;
+  e->P.last = 1;
+  e->P.out = e->d_out + SLOTS * OUTW;
+  return launch(e);
 }
 
 int submit_kind(tb_engine* e, int mode, int step) {
@@ -324,7 +435,9 @@ tb_engine* tb_create(const tb_weights* w, int device) {
   const size_t fixed = SM_XS;  // red, sf, sint, codes, then xs
   // Dynamic shared memory may use what the kernel's static arrays leave.
   size_t static_smem = 0;
-  for (const void* fn : {(const void*)decode_kernel, (const void*)prefill_kernel}) {
+  const void* kernels[] = {(const void*)decode_kernel<true>, (const void*)decode_kernel<false>,
+                           (const void*)prefill_kernel};
+  for (const void* fn : kernels) {
     cudaFuncAttributes fa{};
     if (cudaFuncGetAttributes(&fa, fn) != cudaSuccess) {
       fail("cudaFuncGetAttributes: %s", cudaGetErrorString(cudaGetLastError()));
@@ -347,7 +460,7 @@ tb_engine* tb_create(const tb_weights* w, int device) {
   }
   e->mmax = mmax;
   e->smem = (int)need(mmax);
-  for (const void* fn : {(const void*)decode_kernel, (const void*)prefill_kernel}) {
+  for (const void* fn : kernels) {
     if (cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, e->smem) != cudaSuccess) {
       fail("cudaFuncSetAttribute: %s", cudaGetErrorString(cudaGetLastError()));
       return bail();
@@ -359,16 +472,23 @@ tb_engine* tb_create(const tb_weights* w, int device) {
     }
     if (per_sm < 1) {
       fail("%s: the %s kernel (%d threads, %d bytes shared) cannot be resident on an SM", prop.name,
-           fn == (const void*)decode_kernel ? "decode" : "prefill", NT, e->smem);
+           fn == (const void*)prefill_kernel ? "prefill" : "decode", NT, e->smem);
       return bail();
     }
   }
   e->grid = prop.multiProcessorCount;  // one CTA per SM; cooperative launch refuses what cannot be co-resident
 
   Params& P = e->P;
-  if (build_stack(e, T, w->talker_layers, w->talker_norm, w->max_positions, &P.tk, "talker") ||
-      build_stack(e, C, w->predictor_layers, w->predictor_norm, MAXG, &P.cp, "code predictor"))
+  std::vector<LayerD> cp_layers;
+  if (build_stack(e, T, w->talker_layers, w->talker_norm, w->max_positions, &P.tk, &e->tk_layers, "talker") ||
+      build_stack(e, C, w->predictor_layers, w->predictor_norm, MAXG, &P.cp, &cp_layers, "code predictor"))
     return bail();
+  e->tc_prefill = tc_prefill_fits(T);
+  if (const char* v = getenv("TALKBOX_FUSED_MAX_LEN")) e->fused_max_len = atoi(v);
+  if (const char* v = getenv("TALKBOX_PREFILL")) {
+    // "passes": the cooperative kernel's passes of a few rows (A/B timing, or a fallback).
+    if (!strcmp(v, "passes")) e->tc_prefill = false;
+  }
   const int G = w->num_groups, V = T.vocab, Vp = C.vocab;
   uint16_t* p;
   if (upload(e, &p, w->codec_head, (size_t)V * T.hidden, "codec_head")) return bail();
@@ -431,7 +551,7 @@ tb_engine* tb_create(const tb_weights* w, int device) {
   const int nhmax = std::max(T.heads, C.heads);
   e->hist_words = (size_t)(V + 31) / 32;
   if (e->alloc(&P.x, (size_t)mmax * P.xstride) || e->alloc(&P.qkv, (size_t)mmax * P.qkv_stride) ||
-      e->alloc(&P.part, (size_t)mmax * nhmax * P.cmax * PSTRIDE) || e->alloc(&P.act, (size_t)mmax * P.act_stride) ||
+      e->alloc(&P.part, std::max((size_t)mmax * nhmax * P.cmax * PSTRIDE, (size_t)nhmax * P.xstride)) || e->alloc(&P.act, (size_t)mmax * P.act_stride) ||
       e->alloc(&P.hidden, T.hidden) || e->alloc(&P.tlogits, V) || e->alloc(&P.plogits, (size_t)(G - 1) * Vp) ||
       e->alloc(&P.hist, e->hist_words) || e->alloc(&P.samp_scratch, (size_t)e->sms * 2 * std::max(V, Vp)) ||
       e->alloc(&P.state, 32) || e->alloc(&e->d_out, (SLOTS + 1) * OUTW) ||

@@ -176,30 +176,37 @@ struct Grid {
   __device__ void sync(int ph = PH_OTHER) {
     target += gridDim.x;
     __syncthreads();
-    if (threadIdx.x == 0) {
 #if TB_PROF
-      const unsigned long long arrive = clock64();
+    unsigned long long arrive = 0;
+    if (threadIdx.x == 0) {
+      arrive = clock64();
       if (blockIdx.x == 0) acc[(stack * NPH + ph) * 2] += arrive - t_last;
+    }
 #endif
-      // bar.sync orders the CTA's writes before this release (cumulative);
-      // the relaxed spin plus one acquire fence is the PTX acquire pattern.
-      // No extra fences: measured 1.41 us per 132-CTA barrier against 1.75
-      // with __threadfence on both sides.
-      asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(bar) : "memory");
+    // bar.sync orders the CTA's writes before this release (cumulative).
+    // No extra fences: measured 1.41 us per 132-CTA barrier against 1.75
+    // with __threadfence on both sides.
+    if (threadIdx.x == 0) asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(bar) : "memory");
+    // Acquire loads in the spin: 1.00 us per barrier (TB_BARBENCH, H100)
+    // against 1.35 for relaxed polls and one fence.acq_rel after them.
+    // One poller a CTA: every warp polling itself measured slower (frame
+    // 3.61 against 3.06 ms).
+    if (threadIdx.x == 0) {
       unsigned v;
       int n = 0;
       while (true) {
-        asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(bar) : "memory");
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(bar) : "memory");
         if (v >= target) break;
         if (++n > 64) __nanosleep(32);
       }
-      asm volatile("fence.acq_rel.gpu;" ::: "memory");
+    }
 #if TB_PROF
+    if (threadIdx.x == 0) {
       const unsigned long long rel = clock64();
       if (blockIdx.x == 0) acc[(stack * NPH + ph) * 2 + 1] += rel - arrive;
       t_last = rel;
-#endif
     }
+#endif
     __syncthreads();
   }
 };
@@ -409,6 +416,86 @@ __device__ __forceinline__ void norm_rope(const float* raw, const uint16_t* w, f
 
 // ---------------------------------------------------------------- attention
 
+// Online softmax of one query (q4: this lane's 4 elements) over positions
+// [b0, b1), accumulated into mrun, lsum and acc: positions below p0 from the
+// bf16 cache rows Kc/Vc, the others from the fresh rows snk/snv (row p - n0).
+// A warp takes positions ts + warp + k * NW of each TILE and issues KB cache
+// loads before using any: one L2 round trip per KB * NW positions (the chunked
+// attention keeps KB = 1: its chunks are short, and more live registers grew
+// the decode kernel's stack frame).
+template <int KB>
+__device__ __forceinline__ void attend_span(const uint16_t* Kc, const uint16_t* Vc, int b0, int b1, int p0, int n0,
+                                            const float* snk, const float* snv, const float (&q4)[4], float* ssc,
+                                            float* sred, float& mrun, float& lsum, float (&acc)[4]) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const float scale = rsqrtf((float)HD);
+  for (int ts = b0; ts < b1; ts += TILE) {
+    const int te = min(ts + TILE, b1);
+    float tmax = -CUDART_INF_F;
+    for (int pb = ts + warp; pb < te; pb += KB * NW) {
+      uint2 ku[KB];
+#pragma unroll
+      for (int k = 0; k < KB; k++) {
+        const int p = pb + k * NW;
+        ku[k] = p < p0 ? __ldcg(reinterpret_cast<const uint2*>(Kc + (size_t)p * HD + lane * 4)) : make_uint2(0u, 0u);
+      }
+#pragma unroll
+      for (int k = 0; k < KB; k++) {
+        const int p = pb + k * NW;
+        if (p < te) {
+          float k4[4];
+          if (p < p0) {
+            k4[0] = bflo(ku[k].x); k4[1] = bfhi(ku[k].x); k4[2] = bflo(ku[k].y); k4[3] = bfhi(ku[k].y);
+          } else {
+#pragma unroll
+            for (int i = 0; i < 4; i++) k4[i] = snk[(p - n0) * HD + lane * 4 + i];
+          }
+          float d = q4[0] * k4[0] + q4[1] * k4[1] + q4[2] * k4[2] + q4[3] * k4[3];
+          d = warp_sum(d) * scale;
+          if (lane == 0) ssc[p - ts] = d;
+          tmax = fmaxf(tmax, d);
+        }
+      }
+    }
+    if (lane == 0) sred[warp] = tmax;
+    __syncthreads();
+    float mt = -CUDART_INF_F;
+    for (int w = 0; w < NW; w++) mt = fmaxf(mt, sred[w]);
+    const float mnew = fmaxf(mrun, mt);
+    const float corr = expf(mrun - mnew);
+    lsum *= corr;
+#pragma unroll
+    for (int i = 0; i < 4; i++) acc[i] *= corr;
+    for (int pb = ts + warp; pb < te; pb += KB * NW) {
+      uint2 vu[KB];
+#pragma unroll
+      for (int k = 0; k < KB; k++) {
+        const int p = pb + k * NW;
+        vu[k] = p < p0 ? __ldcg(reinterpret_cast<const uint2*>(Vc + (size_t)p * HD + lane * 4)) : make_uint2(0u, 0u);
+      }
+#pragma unroll
+      for (int k = 0; k < KB; k++) {
+        const int p = pb + k * NW;
+        if (p < te) {
+          const float wgt = expf(ssc[p - ts] - mnew);
+          float v4[4];
+          if (p < p0) {
+            v4[0] = bflo(vu[k].x); v4[1] = bfhi(vu[k].x); v4[2] = bflo(vu[k].y); v4[3] = bfhi(vu[k].y);
+          } else {
+#pragma unroll
+            for (int i = 0; i < 4; i++) v4[i] = snv[(p - n0) * HD + lane * 4 + i];
+          }
+#pragma unroll
+          for (int i = 0; i < 4; i++) acc[i] = fmaf(wgt, v4[i], acc[i]);
+          lsum += wgt;
+        }
+      }
+    }
+    mrun = mnew;
+    __syncthreads();
+  }
+}
+
 // Work item = (q head, token, position chunk). Emits an online-softmax
 // partial (unnormalised sums, max, weight sum) that the O-projection merges
 // in a fixed order. Positions >= p0 (this launch's tokens) come from the
@@ -423,7 +510,6 @@ __device__ void attention(const Params& a, const StackD& S, int l, int m, int p0
   float* sacc = ssc + TILE;
   float* sred = sacc + NW * HD;  // [NW] maxima, then [NW] weight sums
   const LayerD& Lw = S.layers[l];
-  const float scale = rsqrtf((float)HD);
   const int items = nh * m * C;
   for (int it = blockIdx.x; it < items; it += gridDim.x) {
     const int c = it % C, t = (it / C) % m, h = it / (C * m);
@@ -455,49 +541,7 @@ __device__ void attention(const Params& a, const StackD& S, int l, int m, int p0
 #pragma unroll
     for (int i = 0; i < 4; i++) q4[i] = sq[lane * 4 + i];
     float mrun = -CUDART_INF_F, lsum = 0.f, acc[4] = {0.f, 0.f, 0.f, 0.f};
-    for (int ts = b0; ts < b1; ts += TILE) {
-      const int te = min(ts + TILE, b1);
-      float tmax = -CUDART_INF_F;
-      for (int p = ts + warp; p < te; p += NW) {
-        float k4[4];
-        if (p < p0) {
-          const uint2 u = __ldcg(reinterpret_cast<const uint2*>(Kc + (size_t)p * HD + lane * 4));
-          k4[0] = bflo(u.x); k4[1] = bfhi(u.x); k4[2] = bflo(u.y); k4[3] = bfhi(u.y);
-        } else {
-#pragma unroll
-          for (int i = 0; i < 4; i++) k4[i] = snk[(p - n0) * HD + lane * 4 + i];
-        }
-        float d = q4[0] * k4[0] + q4[1] * k4[1] + q4[2] * k4[2] + q4[3] * k4[3];
-        d = warp_sum(d) * scale;
-        if (lane == 0) ssc[p - ts] = d;
-        tmax = fmaxf(tmax, d);
-      }
-      if (lane == 0) sred[warp] = tmax;
-      __syncthreads();
-      float mt = -CUDART_INF_F;
-      for (int w = 0; w < NW; w++) mt = fmaxf(mt, sred[w]);
-      const float mnew = fmaxf(mrun, mt);
-      const float corr = expf(mrun - mnew);
-      lsum *= corr;
-#pragma unroll
-      for (int i = 0; i < 4; i++) acc[i] *= corr;
-      for (int p = ts + warp; p < te; p += NW) {
-        const float wgt = expf(ssc[p - ts] - mnew);
-        float v4[4];
-        if (p < p0) {
-          const uint2 u = __ldcg(reinterpret_cast<const uint2*>(Vc + (size_t)p * HD + lane * 4));
-          v4[0] = bflo(u.x); v4[1] = bfhi(u.x); v4[2] = bflo(u.y); v4[3] = bfhi(u.y);
-        } else {
-#pragma unroll
-          for (int i = 0; i < 4; i++) v4[i] = snv[(p - n0) * HD + lane * 4 + i];
-        }
-#pragma unroll
-        for (int i = 0; i < 4; i++) acc[i] = fmaf(wgt, v4[i], acc[i]);
-        lsum += wgt;
-      }
-      mrun = mnew;
-      __syncthreads();
-    }
+    attend_span<1>(Kc, Vc, b0, b1, p0, n0, snk, snv, q4, ssc, sred, mrun, lsum, acc);
 #pragma unroll
     for (int i = 0; i < 4; i++) sacc[warp * HD + lane * 4 + i] = acc[i];
     if (lane == 0) sred[NW + warp] = lsum;
@@ -558,16 +602,177 @@ __device__ __forceinline__ void merge_attention(const Params& a, const StackD& S
   __syncthreads();
 }
 
+// One token at position pos, attention fused with the O projection. Work item
+// = (q head h, block rb of the H O rows), RB = grid / nh blocks a head so every
+// CTA has one item. The item computes head h's attention over positions
+// 0..pos itself, as attention() does with one chunk (the RB items of a head
+// redundantly: cheap for short contexts; for long ones each warp pays a
+// dependent K and V load per 4 x NW positions, where the chunked path spreads
+// them over CTAs), then its head's share of its O rows:
+// opart[h][r] = W_o[r, h*HD:(h+1)*HD] . ctx_h, with opart = a.part as [nh][H]
+// (tb_create sizes a.part for it). norm_resid (the next phase) sums the heads
+// into the residual.
+// Register notes (ptxas, decode_kernel at 128 registers): 64-bit divisions
+// here (subroutine calls) and 32 live floats in norm_resid each grew the
+// kernel's stack frame; so did a run-time choice between this and the
+// five-phase path (both inlined), hence the compile-time FUSE.
+__device__ void attention_o(const Params& a, const StackD& S, int l, int pos, const uint16_t* Wo,
+                            const uint16_t* qn, const uint16_t* kn, float* sm) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int nh = S.nh, nkv = S.nkv, grp = nh / nkv, H = S.H, AO = nh * HD;
+  float* sq = sm;          // q, then the context vector
+  float* snk = sq + HD;    // the new position's k
+  float* snv = snk + HD;   // and v
+  float* ssc = snv + HD;
+  float* sacc = ssc + TILE;
+  float* sred = sacc + NW * HD;  // [NW] maxima, then [NW] weight sums
+  const int RB = max(1, (int)gridDim.x / nh), items = nh * RB, len = pos + 1;
+  for (int it = blockIdx.x; it < items; it += gridDim.x) {
+    const int h = it / RB, rb = it - h * RB, kvh = h / grp;
+    const uint16_t* Kc = S.kc + (((size_t)l * nkv + kvh) * S.cap) * HD;
+    const uint16_t* Vc = S.vc + (((size_t)l * nkv + kvh) * S.cap) * HD;
+    // q on the last warp, the new position's k and v on warp 0.
+    if (warp == NW - 1) norm_rope(a.qkv + h * HD, qn, S.eps, pos, S.inv_freq, sq);
+    if (warp == 0) {
+      norm_rope(a.qkv + (nh + kvh) * HD, kn, S.eps, pos, S.inv_freq, snk);
+      for (int d = lane; d < HD; d += 32) snv[d] = __ldcg(a.qkv + (nh + nkv + kvh) * HD + d);
+      __syncwarp();
+      // Exactly one item writes each kv head's new position (read by later
+      // steps only: every item of this launch has it from a.qkv).
+      if (h % grp == 0 && rb == 0) {
+        const size_t off = (((size_t)l * nkv + kvh) * S.cap + pos) * HD;
+        for (int d = lane; d < HD; d += 32) {
+          S.kc[off + d] = f2bf(snk[d]);
+          S.vc[off + d] = f2bf(snv[d]);
+        }
+      }
+    }
+    __syncthreads();
+    float q4[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) q4[i] = sq[lane * 4 + i];
+    float mrun = -CUDART_INF_F, lsum = 0.f, acc[4] = {0.f, 0.f, 0.f, 0.f};
+    attend_span<4>(Kc, Vc, 0, len, pos, pos, snk, snv, q4, ssc, sred, mrun, lsum, acc);
+#pragma unroll
+    for (int i = 0; i < 4; i++) sacc[warp * HD + lane * 4 + i] = acc[i];
+    if (lane == 0) sred[NW + warp] = lsum;
+    __syncthreads();
+    // The context vector, normalised as merge_attention does for one chunk
+    // (sq is free: every warp read its q before the tile loop's barriers).
+    for (int d = threadIdx.x; d < HD; d += NT) {
+      float s = 0.f, L = 0.f;
+      for (int w = 0; w < NW; w++) s += sacc[w * HD + d];
+      for (int w = 0; w < NW; w++) L += sred[NW + w];
+      sq[d] = s * (1.f / L);
+    }
+    __syncthreads();
+    // O rows r0..r1-1 of this block, columns of head h: a half-warp a row
+    // (16 lanes x 8 bf16), four rows a half-warp in flight. The trip count
+    // is uniform over the CTA, so the half-warp shuffles are convergent.
+    const int r0 = rb * H / RB, r1 = (rb + 1) * H / RB;  // 32-bit: H <= 8192, RB <= grid
+    const int hl = lane & 15, hw = threadIdx.x >> 4;
+    constexpr int HW = NT / 16;
+    const uint16_t* Wh = Wo + h * HD + hl * 8;
+    float* dst = a.part + (size_t)h * H;
+    for (int base = r0; base < r1; base += 4 * HW) {
+      uint4 w[4];
+#pragma unroll
+      for (int u = 0; u < 4; u++) {
+        const int r = base + u * HW + hw;
+        w[u] = r < r1 ? ldw(reinterpret_cast<const uint4*>(Wh + (size_t)r * AO)) : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int u = 0; u < 4; u++) {
+        float d = dot8(w[u], sq + hl * 8);
+#pragma unroll
+        for (int o = 8; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+        const int r = base + u * HW + hw;
+        if (hl == 0 && r < r1) dst[r] = d;
+      }
+    }
+    __syncthreads();
+  }
+}
+
+// Prelude of the phase after attention_o: x + sum over heads h = 0..nh-1 (in
+// that order) of opart[h], the new residual, into xs and RMSNorm'd there. CTA
+// 0 also writes the un-normed residual to xo (a.x row 1: the other CTAs still
+// read row 0 here); the down projection adds onto it into row 0. A thread owns
+// two adjacent elements (H is a multiple of 8): x and 16 heads' float2 loads
+// are all issued before any use, one round trip for H <= 2 x NT (float2s: 32
+// floats live but half the address registers of scalar loads, which grew the
+// kernel's stack frame).
+__device__ __forceinline__ void norm_resid(float* xs, const float* x, float* xo, const float* opart, int nh, int H,
+                                           const uint16_t* w, float eps, float* red) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  float wv[4];
+#pragma unroll
+  for (int k = 0; k < 4; k++) {
+    const int i = threadIdx.x + k * NT;
+    wv[k] = i < H ? bf(w[i]) : 0.f;
+  }
+  constexpr int HC = 16;
+  float ss = 0.f;
+  for (int base = 0; base < H; base += 2 * NT) {
+    const int i = base + 2 * threadIdx.x;
+    if (i < H) {
+      const float2 xv = __ldcg(reinterpret_cast<const float2*>(x + i));
+      float2 s = make_float2(0.f, 0.f);
+      for (int h0 = 0; h0 < nh; h0 += HC) {
+        float2 p[HC];
+#pragma unroll
+        for (int k = 0; k < HC; k++)
+          p[k] = h0 + k < nh ? __ldcg(reinterpret_cast<const float2*>(opart + (size_t)(h0 + k) * H + i))
+                             : make_float2(0.f, 0.f);
+#pragma unroll
+        for (int k = 0; k < HC; k++) {  // heads in order; + 0.f past nh changes nothing
+          s.x += p[k].x;
+          s.y += p[k].y;
+        }
+      }
+      const float2 v = make_float2(xv.x + s.x, xv.y + s.y);
+      *reinterpret_cast<float2*>(xs + i) = v;
+      if (blockIdx.x == 0) *reinterpret_cast<float2*>(xo + i) = v;
+      ss += v.x * v.x;
+      ss += v.y * v.y;
+    }
+  }
+  ss = warp_sum(ss);
+  if (lane == 0) red[warp] = ss;
+  __syncthreads();
+  float tot = 0.f;
+  for (int k = 0; k < NW; k++) tot += red[k];
+  const float r = rsqrtf(tot / (float)H + eps);
+  if (H <= 4 * NT) {
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+      const int i = threadIdx.x + k * NT;
+      if (i < H) xs[i] = xs[i] * r * wv[k];
+    }
+  } else {
+    for (int i = threadIdx.x; i < H; i += NT) xs[i] = xs[i] * r * bf(w[i]);
+  }
+  __syncthreads();
+}
+
 // ---------------------------------------------------------------- the stack
 
 // Runs all layers of S over m tokens at positions p0..p0+m-1. The raw input
-// rows are in xs (stride S.H) and, written by CTA 0, in a.x.
-template <int MT>
+// rows are in xs (stride S.H) and, written by CTA 0, in a.x. FUSE (one-token
+// steps of decode_kernel<true>; prefill and the two-token predictor step keep
+// five phases): attention and the O projection run as one phase
+// (attention_o, then norm_resid in D's prelude), four barriers a layer.
+template <int MT, bool FUSE = false>
 __device__ void run_stack(const Params& a, const StackD& S, int m, int p0, int C, float* xs, float* red,
                           Grid& g, bool input_in_smem) {
   const int H = S.H, I = S.I, QN = (S.nh + 2 * S.nkv) * HD, AO = S.nh * HD;
   float* x = a.x;
   const int xsd = a.xstride;
+  // Compile-time: both paths inlined under a run-time branch grew the stack
+  // frame from 208 to 512 bytes. The residual goes through a.x row 1 (mmax
+  // >= 2; free when m == 1).
+  constexpr bool fuse = FUSE && MT == 1;
+  const int xro = fuse ? xsd : 0;  // where phase E reads the residual from
   for (int l = 0; l < S.L; l++) {
     // By value: the barriers' memory clobbers would otherwise reload the
     // pointers from global memory (an L2 round trip) in every phase.
@@ -584,6 +789,11 @@ __device__ void run_stack(const Params& a, const StackD& S, int m, int p0, int C
             norm_rows(xs, H, x, xsd, m, H, Lw.in_norm, S.eps, red);
         });
     g.sync(PH_QKV);
+    if constexpr (fuse) {
+      // B+C: attention and the per-head O partials (summed by D's prelude)
+      attention_o(a, S, l, p0, Lw.o, Lw.q_norm, Lw.k_norm, xs);
+      g.sync(PH_O);
+    } else {
     // B: attention partials
     attention(a, S, l, m, p0, C, xs);
     g.sync(PH_ATTN);
@@ -596,16 +806,22 @@ __device__ void run_stack(const Params& a, const StackD& S, int m, int p0, int C
         },
         [&] { merge_attention(a, S, m, C, xs, AO); });
     g.sync(PH_O);
+    }
     // D: post-attention norm + gate/up
-    matvec_gate_up<MT>(Lw.gate, Lw.up, I, H, xs, H, m, a.act, a.act_stride,
-                       [&] { norm_rows(xs, H, x, xsd, m, H, Lw.post_norm, S.eps, red); });
+    matvec_gate_up<MT>(Lw.gate, Lw.up, I, H, xs, H, m, a.act, a.act_stride, [&] {
+      if constexpr (fuse) {
+        norm_resid(xs, x, x + xsd, a.part, S.nh, H, Lw.post_norm, S.eps, red);
+        return;
+      }
+      norm_rows(xs, H, x, xsd, m, H, Lw.post_norm, S.eps, red);
+    });
     g.sync(PH_GU);
     // E: down projection into the residual
     matvec<MT>(
         Lw.down, H, I, xs, I, m,
         [&](int r, int t, float v) {
           float* px = x + (size_t)t * xsd + r;
-          *px = __ldcg(px) + v;
+          *px = __ldcg(px + xro) + v;  // fused: D left the residual in row 1
         },
         [&] {
           for (int t = 0; t < m; t++)
@@ -918,6 +1134,8 @@ struct Smem {
 };
 
 // Code-predictor step j (1..15) of frame a.frame; returns the sampled code.
+// FUSE: steps 2..15 fuse attention with O (run_stack).
+template <bool FUSE>
 __device__ int predictor_step(const Params& a, int j, const Smem& s, Grid& g) {
   const StackD& S = a.cp;
   g.stack = 1;
@@ -961,7 +1179,7 @@ __device__ int predictor_step(const Params& a, int j, const Smem& s, Grid& g) {
   if (m == 2)
     run_stack<2>(a, S, 2, p0, 1, s.xs, s.red, g, in_smem);
   else
-    run_stack<1>(a, S, 1, p0, 1, s.xs, s.red, g, in_smem);
+    run_stack<1, FUSE>(a, S, 1, p0, 1, s.xs, s.red, g, in_smem);
   float* lg = a.plogits + (size_t)(j - 1) * a.Vp;
   head(a, S, m - 1, a.cp_heads + (size_t)(j - 1) * a.Vp * S.H, a.Vp, lg, nullptr, s.xs, s.red, g);
   const int c = sample_block(a, lg, a.Vp, a.sp, false, a.frame, j, s.xs, s.sf, s.sint);
@@ -971,6 +1189,7 @@ __device__ int predictor_step(const Params& a, int j, const Smem& s, Grid& g) {
 
 // Talker step for the codes in s.codes (frame a.frame fed back): builds the
 // input embedding, runs the stack at a.tpos and samples group 0 of the next frame.
+template <bool FUSE>
 __device__ int talker_step(const Params& a, const Smem& s, Grid& g) {
   const StackD& S = a.tk;
   g.stack = 0;
@@ -1006,11 +1225,23 @@ __device__ int talker_step(const Params& a, const Smem& s, Grid& g) {
       });
   __syncthreads();
   if (threadIdx.x == 0) g.mark(PH_OTHER);
-  run_stack<1>(a, S, 1, a.tpos, a.chunks, s.xs, s.red, g, true);
+  run_stack<1, FUSE>(a, S, 1, a.tpos, a.chunks, s.xs, s.red, g, true);
   head(a, S, 0, a.codec_head, a.V, a.tlogits, a.hidden, s.xs, s.red, g);
   const int c = sample_block(a, a.tlogits, a.V, a.st, true, a.frame + 1, 0, s.xs, s.sf, s.sint);
   if (threadIdx.x == 0) g.mark(PH_SAMPLE);
   return c;
+}
+
+// After the prompt's last row (row t of a.x): final norm, codec head and
+// group 0 of frame 0.
+__device__ void prefill_head(const Params& a, const Smem& s, int t, Grid& g) {
+  head(a, a.tk, t, a.codec_head, a.V, a.tlogits, a.hidden, s.xs, s.red, g);
+  const int g0 = sample_block(a, a.tlogits, a.V, a.st, true, 0, 0, s.xs, s.sf, s.sint);
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    a.state[0] = g0;
+    a.out[16] = g0;
+    a.out[17] = g0 < 0;
+  }
 }
 
 template <int MT>
@@ -1025,14 +1256,7 @@ __device__ void prefill_chunk(const Params& a, const Smem& s, Grid& g) {
     }
   __syncthreads();
   run_stack<MT>(a, S, a.m, a.p0, a.chunks, s.xs, s.red, g, true);
-  if (!a.last) return;
-  head(a, S, a.m - 1, a.codec_head, a.V, a.tlogits, a.hidden, s.xs, s.red, g);
-  const int g0 = sample_block(a, a.tlogits, a.V, a.st, true, 0, 0, s.xs, s.sf, s.sint);
-  if (blockIdx.x == 0 && threadIdx.x == 0) {
-    a.state[0] = g0;
-    a.out[16] = g0;
-    a.out[17] = g0 < 0;
-  }
+  if (a.last) prefill_head(a, s, a.m - 1, g);
 }
 
 __device__ __forceinline__ Smem smem_layout(unsigned char* raw) {
@@ -1058,7 +1282,8 @@ __global__ void __launch_bounds__(NT, 1) prefill_kernel(const __grid_constant__ 
   __syncthreads();
   g.acc = prof_acc;
 #endif
-  if (a.mmax >= 8 && a.m > 4) prefill_chunk<8>(a, s, g);
+  if (a.m == 0) prefill_head(a, s, 0, g);  // after the tensor-core prefill (prefill_tc.cuh)
+  else if (a.mmax >= 8 && a.m > 4) prefill_chunk<8>(a, s, g);
   else if (a.m > 2) prefill_chunk<4>(a, s, g);
   else if (a.m == 2) prefill_chunk<2>(a, s, g);
   else prefill_chunk<1>(a, s, g);
@@ -1067,6 +1292,13 @@ __global__ void __launch_bounds__(NT, 1) prefill_kernel(const __grid_constant__ 
 // __grid_constant__: device functions take `const Params&`; without it the
 // compiler copies the parameters to local memory at entry and every field
 // read becomes a local load (measured on an H100: frame 3.91 -> 3.75 ms).
+//
+// FUSE: four phases a layer (attention fused with O, attention_o) in every
+// one-token step. Its attention is recomputed by each CTA of a head, which
+// pays for itself only while the talker's context is short, so the host
+// launches decode_kernel<false> (five phases) past fused_max_len; one kernel
+// holding both paths had a 2.5x larger stack frame.
+template <bool FUSE>
 __global__ void __launch_bounds__(NT, 1) decode_kernel(const __grid_constant__ Params a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Smem s = smem_layout(smem_raw);
@@ -1113,7 +1345,7 @@ __global__ void __launch_bounds__(NT, 1) decode_kernel(const __grid_constant__ P
   }
 #endif
   if (a.mode == MODE_PREDICTOR) {
-    predictor_step(a, a.bench_step, s, g);
+    predictor_step<FUSE>(a, a.bench_step, s, g);
     return;
   }
   int sampled[MAXG];
@@ -1126,7 +1358,7 @@ __global__ void __launch_bounds__(NT, 1) decode_kernel(const __grid_constant__ P
     }
 #pragma unroll 1
     for (int j = 1; j < a.G; j++) {
-      const int c = predictor_step(a, j, s, g);
+      const int c = predictor_step<FUSE>(a, j, s, g);
       sampled[j] = c;
       if (threadIdx.x == 0) s.codes[j] = a.use_teacher ? a.teacher[j] : (c < 0 ? 0 : c);
       __syncthreads();
@@ -1147,7 +1379,7 @@ __global__ void __launch_bounds__(NT, 1) decode_kernel(const __grid_constant__ P
       pub[0] = a.early_seq;
     }
   }
-  const int next = talker_step(a, s, g);
+  const int next = talker_step<FUSE>(a, s, g);
   if (blockIdx.x == 0 && threadIdx.x == 0) {
     a.state[0] = next;
     int bad = next < 0;

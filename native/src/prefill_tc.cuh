@@ -1,0 +1,276 @@
+// Tensor-core prefill: the talker runs over all prompt rows at once, layer by
+// layer, as ordinary launches (norm, QKV, q/k norm + RoPE + cache, attention,
+// O, norm, gate/up, down). Every weight is read once per prompt, not once per
+// pass of a few rows as in the cooperative kernel's matvecs (which cost ~0.9
+// ms + ~0.18 ms a row per 8-row pass on an H100).
+//
+// Accuracy: the matmuls run on mma.sync bf16 with fp32 accumulation. The
+// activations are fp32; each is split into two bf16 terms (x = hi + lo, about
+// 16 significant bits), so the products are as exact as the fp32 matvecs of
+// the decode kernel, and the weights are bf16 anyway.
+#pragma once
+#include <cstdint>
+
+#include "kernel.cuh"
+
+namespace tb {
+namespace pf {
+
+constexpr int PT = 256;      // threads per CTA
+constexpr int PW = PT / 32;  // warps per CTA: the split of K inside a GEMM CTA
+constexpr int KSTEP = 32;    // K columns one warp covers per step (two k16 mma steps)
+
+// Two floats as a bf16 pair, the first in the low half (the lower k index in an mma fragment).
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo_k, float hi_k) {
+  uint32_t d;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi_k), "f"(lo_k));
+  return d;
+}
+
+// a, b ~= hi + lo with hi, lo bf16 pairs.
+__device__ __forceinline__ void split_bf16x2(float a, float b, uint32_t& hi, uint32_t& lo) {
+  hi = pack_bf16x2(a, b);
+  lo = pack_bf16x2(a - bflo(hi), b - bfhi(hi));
+}
+
+// D += A(16x16, row) * B(16x8, col), bf16 in, fp32 accumulate.
+__device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+enum Epi { EPI_STORE, EPI_ADD, EPI_SILU };
+
+struct GemmArgs {
+  const uint16_t* W;   // [N][K] bf16 (EPI_SILU: the gate rows)
+  const uint16_t* W2;  // EPI_SILU: the up rows, [N][K]
+  int N, K;
+  const float* A;  // activations [M][lda]
+  int lda, M;
+  float* C;  // output [M][ldc]
+  int ldc;
+};
+
+// C = A W^T (EPI_STORE), C += A W^T (EPI_ADD, the residual) or
+// C = SiLU(A Wg^T) * (A Wu^T) (EPI_SILU). A CTA owns 8*NT8 output columns (EPI_SILU: 4*NT8 columns of
+// gate and the same of up) and 16*MT rows; its PW warps split K and their partial tiles are summed in a
+// fixed order in shared memory, so results do not depend on scheduling.
+//
+// Fragments: an mma's k order is free as long as A and B agree, so lane (g, t) loads 8 consecutive k of
+// a row (16 bytes of W, 32 of A) and uses k 8t..8t+3 for the first k16 step and 8t+4..8t+7 for the
+// second, instead of the canonical 2t, 2t+1, 2t+8, 2t+9: one vector load per row instead of four.
+template <int MT, int NT8, int EPI>
+__global__ void __launch_bounds__(PT) gemm(const GemmArgs g) {
+  static_assert(MT * NT8 <= 8, "partial tiles must fit the shared reduction buffer");
+  __shared__ float red[PW][MT * NT8 * 4][32];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
+  constexpr int P = EPI == EPI_SILU ? NT8 / 2 : NT8;  // output column tiles
+  const int n0 = blockIdx.x * 8 * P;
+  const int m0 = blockIdx.y * 16 * MT;
+  // Warp w takes the 32-column K steps w, w + PW, ...: K need only be a
+  // multiple of KSTEP (checked by the host), and a CTA's warps read
+  // neighbouring 64-byte pieces of each weight row at once.
+  const int kw = 8 * tq;
+  const uint4* wp[NT8];
+#pragma unroll
+  for (int j = 0; j < NT8; j++) {
+    const uint16_t* base = (EPI == EPI_SILU && j >= P) ? g.W2 : g.W;
+    wp[j] = reinterpret_cast<const uint4*>(base + (size_t)(n0 + 8 * (j % P) + gq) * g.K + kw);
+  }
+  const float* ap[MT][2];
+  bool ok[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const int r = m0 + 16 * mt + gq + 8 * h;
+      ok[mt][h] = r < g.M;
+      ap[mt][h] = g.A + (size_t)(ok[mt][h] ? r : 0) * g.lda + kw;
+    }
+  float acc[MT][NT8][4];
+#pragma unroll
+  for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+    for (int j = 0; j < NT8; j++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) acc[mt][j][e] = 0.f;
+
+#pragma unroll 2
+  for (int k = warp * KSTEP; k < g.K; k += PW * KSTEP) {
+    uint4 w[NT8];
+#pragma unroll
+    for (int j = 0; j < NT8; j++) w[j] = ldw(wp[j] + k / 8);
+    float4 av[MT][2][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+      for (int h = 0; h < 2; h++)
+#pragma unroll
+        for (int q = 0; q < 2; q++)
+          av[mt][h][q] = ok[mt][h] ? __ldcg(reinterpret_cast<const float4*>(ap[mt][h] + k) + q)
+                                   : make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+      uint32_t hi[2][4], lo[2][4];  // [row g / g+8][k pair 0..3]
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        split_bf16x2(av[mt][h][0].x, av[mt][h][0].y, hi[h][0], lo[h][0]);
+        split_bf16x2(av[mt][h][0].z, av[mt][h][0].w, hi[h][1], lo[h][1]);
+        split_bf16x2(av[mt][h][1].x, av[mt][h][1].y, hi[h][2], lo[h][2]);
+        split_bf16x2(av[mt][h][1].z, av[mt][h][1].w, hi[h][3], lo[h][3]);
+      }
+#pragma unroll
+      for (int s = 0; s < 2; s++) {
+#pragma unroll
+        for (int j = 0; j < NT8; j++) {
+          const uint32_t b0 = s ? w[j].z : w[j].x, b1 = s ? w[j].w : w[j].y;
+          mma_bf16(acc[mt][j], hi[0][2 * s], hi[1][2 * s], hi[0][2 * s + 1], hi[1][2 * s + 1], b0, b1);
+          mma_bf16(acc[mt][j], lo[0][2 * s], lo[1][2 * s], lo[0][2 * s + 1], lo[1][2 * s + 1], b0, b1);
+        }
+      }
+    }
+  }
+
+#pragma unroll
+  for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+    for (int j = 0; j < NT8; j++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) red[warp][(mt * NT8 + j) * 4 + e][lane] = acc[mt][j][e];
+  __syncthreads();
+  // Accumulator e of lane l in tile (mt, j): row 16mt + l/4 + 8(e/2), column 8j + 2(l%4) + e%2.
+  for (int i = threadIdx.x; i < MT * P * 4 * 32; i += PT) {
+    const int l = i & 31, e = (i >> 5) & 3, j = (i >> 7) % P, mt = (i >> 7) / P;
+    const int row = m0 + 16 * mt + (l >> 2) + 8 * (e >> 1);
+    if (row >= g.M) continue;
+    const int col = n0 + 8 * j + 2 * (l & 3) + (e & 1);
+    float v = 0.f;
+#pragma unroll
+    for (int w = 0; w < PW; w++) v += red[w][(mt * NT8 + j) * 4 + e][l];
+    float* c = g.C + (size_t)row * g.ldc + col;
+    if (EPI == EPI_SILU) {
+      float u = 0.f;
+#pragma unroll
+      for (int w = 0; w < PW; w++) u += red[w][(mt * NT8 + j + P) * 4 + e][l];
+      *c = v / (1.f + expf(-v)) * u;
+    } else if (EPI == EPI_ADD) {
+      *c += v;
+    } else {
+      *c = v;
+    }
+  }
+}
+
+// y[r] = RMSNorm(x[r]) * w for every row r (one CTA a row).
+__global__ void __launch_bounds__(PT) rms_rows(const float* x, int ldx, int H, const uint16_t* w, float eps,
+                                               float* y, int ldy) {
+  __shared__ float part[PW];
+  const float* xr = x + (size_t)blockIdx.x * ldx;
+  float s = 0.f;
+  for (int i = threadIdx.x; i < H; i += PT) {
+    const float v = xr[i];
+    s += v * v;
+  }
+  s = warp_sum(s);
+  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = s;
+  __syncthreads();
+  float tot = 0.f;
+#pragma unroll
+  for (int i = 0; i < PW; i++) tot += part[i];
+  const float r = rsqrtf(tot / (float)H + eps);
+  float* yr = y + (size_t)blockIdx.x * ldy;
+  for (int i = threadIdx.x; i < H; i += PT) yr[i] = xr[i] * r * bf(w[i]);
+}
+
+struct RopeArgs {
+  float* qkv;  // [M][qs]: q heads, k heads, v heads; q and k are normed and rotated in place
+  int qs, M, nh, nkv;
+  const uint16_t *q_norm, *k_norm;
+  float eps;
+  const float* inv_freq;
+  uint16_t *kc, *vc;  // this layer's caches [nkv][cap][HD]
+  int cap;
+};
+
+// One warp per (row, head vector): q and k get their RMSNorm and RoPE at
+// position = row, k and v go into the bf16 cache for the decode steps.
+__global__ void __launch_bounds__(PT) rope_cache(const RopeArgs r) {
+  const int lane = threadIdx.x & 31;
+  const int per_row = r.nh + 2 * r.nkv;
+  const int item = blockIdx.x * PW + (threadIdx.x >> 5);
+  if (item >= r.M * per_row) return;
+  const int row = item / per_row, v = item % per_row;
+  float* vec = r.qkv + (size_t)row * r.qs + v * HD;
+  if (v < r.nh) {
+    norm_rope(vec, r.q_norm, r.eps, row, r.inv_freq, vec);
+    return;
+  }
+  const bool is_k = v < r.nh + r.nkv;
+  const int kvh = is_k ? v - r.nh : v - r.nh - r.nkv;
+  if (is_k) {
+    norm_rope(vec, r.k_norm, r.eps, row, r.inv_freq, vec);
+    __syncwarp();
+  }
+  uint16_t* dst = (is_k ? r.kc : r.vc) + ((size_t)kvh * r.cap + row) * HD;
+  for (int d = lane; d < HD; d += 32) dst[d] = f2bf(vec[d]);
+}
+
+// Causal attention of every (row, q head), one warp each, over the prompt's
+// own fp32 k and v (as the cooperative prefill does within a pass). Writes
+// the context vectors [M][nh*HD].
+__global__ void __launch_bounds__(PT) attend_rows(const float* qkv, int qs, int M, int nh, int nkv, float* out) {
+  const int lane = threadIdx.x & 31;
+  const int item = blockIdx.x * PW + (threadIdx.x >> 5);
+  if (item >= M * nh) return;
+  const int t = item / nh, h = item % nh, kvh = h / (nh / nkv);
+  const float4 q = *reinterpret_cast<const float4*>(qkv + (size_t)t * qs + h * HD + lane * 4);
+  const float* kb = qkv + (nh + kvh) * HD + lane * 4;
+  const float* vb = qkv + (nh + nkv + kvh) * HD + lane * 4;
+  const float scale = rsqrtf((float)HD);
+  float m = -CUDART_INF_F, l = 0.f;
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  constexpr int B = 4;  // positions in flight: their loads and warp sums overlap
+  for (int j0 = 0; j0 <= t; j0 += B) {
+    float4 k[B], v[B];
+    float s[B];
+#pragma unroll
+    for (int b = 0; b < B; b++) {
+      const int j = min(j0 + b, t);
+      k[b] = *reinterpret_cast<const float4*>(kb + (size_t)j * qs);
+      v[b] = *reinterpret_cast<const float4*>(vb + (size_t)j * qs);
+    }
+#pragma unroll
+    for (int b = 0; b < B; b++) s[b] = q.x * k[b].x + q.y * k[b].y + q.z * k[b].z + q.w * k[b].w;
+#pragma unroll
+    for (int b = 0; b < B; b++) s[b] = j0 + b <= t ? warp_sum(s[b]) * scale : -CUDART_INF_F;
+    float mn = m;
+#pragma unroll
+    for (int b = 0; b < B; b++) mn = fmaxf(mn, s[b]);
+    const float corr = expf(m - mn);
+    l *= corr;
+    acc.x *= corr;
+    acc.y *= corr;
+    acc.z *= corr;
+    acc.w *= corr;
+#pragma unroll
+    for (int b = 0; b < B; b++) {
+      const float p = expf(s[b] - mn);  // 0 for positions past t
+      l += p;
+      acc.x = fmaf(p, v[b].x, acc.x);
+      acc.y = fmaf(p, v[b].y, acc.y);
+      acc.z = fmaf(p, v[b].z, acc.z);
+      acc.w = fmaf(p, v[b].w, acc.w);
+    }
+    m = mn;
+  }
+  const float inv = 1.f / l;
+  *reinterpret_cast<float4*>(out + (size_t)t * nh * HD + h * HD + lane * 4) =
+      make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+}
+
+}  // namespace pf
+}  // namespace tb
