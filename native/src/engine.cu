@@ -128,6 +128,17 @@ struct tb_engine {
     *p = static_cast<T*>(v);
     return 0;
   }
+
+  // A grown buffer: frees *p (when set) and allocates count elements there.
+  template <class T>
+  int regrow(T** p, size_t count) {
+    if (*p) {
+      cudaFree(*p);
+      allocs.erase(std::find(allocs.begin(), allocs.end(), (void*)*p));
+      *p = nullptr;
+    }
+    return alloc(p, count);
+  }
 };
 
 namespace {
@@ -150,7 +161,7 @@ int check_dims(const tb_stack_dims& d, const char* name) {
 }
 
 int build_stack(tb_engine* e, const tb_stack_dims& d, const tb_layer* layers, const uint16_t* norm, int cap,
-                StackD* S, std::vector<LayerD>* host_layers, const char* name) {
+                StackD* S, std::vector<LayerD>* host_layers /* optional */, const char* name) {
   const size_t H = d.hidden, I = d.intermediate, QN = (size_t)(d.heads + 2 * d.kv_heads) * HD, AO = (size_t)d.heads * HD;
   std::vector<LayerD> hl(d.layers);
   for (int l = 0; l < d.layers; l++) {
@@ -187,7 +198,7 @@ int build_stack(tb_engine* e, const tb_stack_dims& d, const tb_layer* layers, co
   if (e->alloc(&dl, hl.size())) return -1;
   CK(cudaMemcpy(dl, hl.data(), hl.size() * sizeof(LayerD), cudaMemcpyHostToDevice));
   S->layers = dl;
-  *host_layers = hl;
+  if (host_layers) *host_layers = hl;
   S->L = d.layers;
   S->H = d.hidden;
   S->I = d.intermediate;
@@ -299,15 +310,9 @@ int run_prefill_tc(tb_engine* e) {
   const StackD& S = e->P.tk;
   const int H = S.H, I = S.I, AO = S.nh * HD, QN = (S.nh + 2 * S.nkv) * HD;
   if (n > e->pf_cap) {
-    for (float* p : {e->pf_x, e->pf_in, e->pf_qkv, e->pf_mlp}) {
-      if (!p) continue;
-      cudaFree(p);
-      e->allocs.erase(std::find(e->allocs.begin(), e->allocs.end(), (void*)p));
-    }
-    e->pf_x = e->pf_in = e->pf_qkv = e->pf_mlp = nullptr;
     e->pf_cap = 0;
-    if (e->alloc(&e->pf_x, (size_t)n * H) || e->alloc(&e->pf_in, (size_t)n * std::max(H, AO)) ||
-        e->alloc(&e->pf_qkv, (size_t)n * QN) || e->alloc(&e->pf_mlp, (size_t)n * I))
+    if (e->regrow(&e->pf_x, (size_t)n * H) || e->regrow(&e->pf_in, (size_t)n * std::max(H, AO)) ||
+        e->regrow(&e->pf_qkv, (size_t)n * QN) || e->regrow(&e->pf_mlp, (size_t)n * I))
       return -1;
     e->pf_cap = n;
   }
@@ -334,9 +339,7 @@ int run_prefill_tc(tb_engine* e) {
   // it; that kernel (m = 0: head and sampling only) draws group 0.
   CK(cudaMemcpyAsync(e->P.x, x + (size_t)(n - 1) * H, (size_t)H * 4, cudaMemcpyDeviceToDevice, st));
   e->P.mode = MODE_PREFILL;
-  e->P.p0 = n - 1;
   e->P.m = 0;
-  e->P.chunks = 1;
   e->P.last = 1;
   e->P.out = e->d_out + SLOTS * OUTW;
   return launch(e);
@@ -479,9 +482,8 @@ tb_engine* tb_create(const tb_weights* w, int device) {
   e->grid = prop.multiProcessorCount;  // one CTA per SM; cooperative launch refuses what cannot be co-resident
 
   Params& P = e->P;
-  std::vector<LayerD> cp_layers;
   if (build_stack(e, T, w->talker_layers, w->talker_norm, w->max_positions, &P.tk, &e->tk_layers, "talker") ||
-      build_stack(e, C, w->predictor_layers, w->predictor_norm, MAXG, &P.cp, &cp_layers, "code predictor"))
+      build_stack(e, C, w->predictor_layers, w->predictor_norm, MAXG, &P.cp, nullptr, "code predictor"))
     return bail();
   e->tc_prefill = tc_prefill_fits(T);
   if (const char* v = getenv("TALKBOX_FUSED_MAX_LEN")) e->fused_max_len = atoi(v);
@@ -551,7 +553,9 @@ tb_engine* tb_create(const tb_weights* w, int device) {
   const int nhmax = std::max(T.heads, C.heads);
   e->hist_words = (size_t)(V + 31) / 32;
   if (e->alloc(&P.x, (size_t)mmax * P.xstride) || e->alloc(&P.qkv, (size_t)mmax * P.qkv_stride) ||
-      e->alloc(&P.part, std::max((size_t)mmax * nhmax * P.cmax * PSTRIDE, (size_t)nhmax * P.xstride)) || e->alloc(&P.act, (size_t)mmax * P.act_stride) ||
+      // part: the chunked attention's partials, or attention_o's per-head O rows.
+      e->alloc(&P.part, std::max((size_t)mmax * nhmax * P.cmax * PSTRIDE, (size_t)nhmax * P.xstride)) ||
+      e->alloc(&P.act, (size_t)mmax * P.act_stride) ||
       e->alloc(&P.hidden, T.hidden) || e->alloc(&P.tlogits, V) || e->alloc(&P.plogits, (size_t)(G - 1) * Vp) ||
       e->alloc(&P.hist, e->hist_words) || e->alloc(&P.samp_scratch, (size_t)e->sms * 2 * std::max(V, Vp)) ||
       e->alloc(&P.state, 32) || e->alloc(&e->d_out, (SLOTS + 1) * OUTW) ||
@@ -650,20 +654,14 @@ int tb_prefill(tb_engine* e, const float* rows, int n, const float* trailing, in
   if (tb_reset(e)) return -1;
   const int H = e->Htk;
   if ((size_t)n * H > e->rows_cap) {
-    if (e->d_rows) {
-      cudaFree(e->d_rows);
-      e->allocs.erase(std::find(e->allocs.begin(), e->allocs.end(), (void*)e->d_rows));
-    }
-    if (e->alloc(&e->d_rows, (size_t)n * H)) return -1;
+    e->rows_cap = 0;  // nothing held if the allocation fails
+    if (e->regrow(&e->d_rows, (size_t)n * H)) return -1;
     e->rows_cap = (size_t)n * H;
   }
   const size_t tn = (size_t)std::max(n_trailing, 1) * H;
   if (tn > e->trail_cap) {
-    if (e->d_trail) {
-      cudaFree(e->d_trail);
-      e->allocs.erase(std::find(e->allocs.begin(), e->allocs.end(), (void*)e->d_trail));
-    }
-    if (e->alloc(&e->d_trail, tn)) return -1;
+    e->trail_cap = 0;
+    if (e->regrow(&e->d_trail, tn)) return -1;
     e->trail_cap = tn;
   }
   CK(cudaMemcpyAsync(e->d_rows, rows, (size_t)n * H * 4, cudaMemcpyHostToDevice, e->stream));
