@@ -353,6 +353,18 @@ __device__ __forceinline__ void matvec_gate_up(const uint16_t* Wg, const uint16_
 
 // ---------------------------------------------------------------- norms
 
+// 1 / sqrt(mean of squares + eps) of an H-vector whose squares this thread
+// summed into ss: a warp sum, then one barrier to add the warps (red: NW floats).
+__device__ __forceinline__ float rms_scale(float ss, int H, float eps, float* red) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  ss = warp_sum(ss);
+  if (lane == 0) red[warp] = ss;
+  __syncthreads();
+  float tot = 0.f;
+  for (int k = 0; k < NW; k++) tot += red[k];
+  return rsqrtf(tot / (float)H + eps);
+}
+
 // RMSNorm of m rows in place in shared memory (fp32: x * rsqrt(mean(x^2)+eps) * w).
 // src, when not null, is first copied in (data written earlier in this launch:
 // L1-bypassing loads).
@@ -379,12 +391,7 @@ __device__ __forceinline__ void norm_rows(float* xs, int xstride, const float* s
       v[k] = i < H ? (src ? __ldcg(src + i) : xs[i]) : 0.f;
       ss += v[k] * v[k];
     }
-    ss = warp_sum(ss);
-    if (lane == 0) red[warp] = ss;
-    __syncthreads();
-    float tot = 0.f;
-    for (int k = 0; k < NW; k++) tot += red[k];
-    const float r = rsqrtf(tot / (float)H + eps);
+    const float r = rms_scale(ss, H, eps, red);
 #pragma unroll
     for (int k = 0; k < 4; k++) {
       const int i = threadIdx.x + k * NT;
@@ -747,7 +754,6 @@ __device__ void attention_o(const Params& a, const StackD& S, int l, int pos, co
 // kernel's stack frame).
 __device__ __forceinline__ void norm_resid(float* xs, const float* x, float* xo, const float* opart, int nh, int H,
                                            const uint16_t* w, float eps, float* red) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   float wv[4];
 #pragma unroll
   for (int k = 0; k < 4; k++) {
@@ -780,12 +786,7 @@ __device__ __forceinline__ void norm_resid(float* xs, const float* x, float* xo,
       ss += v.y * v.y;
     }
   }
-  ss = warp_sum(ss);
-  if (lane == 0) red[warp] = ss;
-  __syncthreads();
-  float tot = 0.f;
-  for (int k = 0; k < NW; k++) tot += red[k];
-  const float r = rsqrtf(tot / (float)H + eps);
+  const float r = rms_scale(ss, H, eps, red);
   if (H <= 4 * NT) {
 #pragma unroll
     for (int k = 0; k < 4; k++) {
