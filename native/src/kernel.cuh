@@ -1405,8 +1405,10 @@ __global__ void __launch_bounds__(NT, 1) decode_kernel(const __grid_constant__ P
     predictor_step<FUSE>(a, a.bench_step, s, g);
     return;
   }
-  int sampled[MAXG];
-  sampled[0] = __ldcg(a.state);
+  // Whether any of this frame's groups failed to sample (no candidate): a
+  // flag, not an array of the codes indexed by j, which would live in local
+  // memory.
+  int bad_codes = __ldcg(a.state) < 0;
   if (a.mode == MODE_FRAME) {
     // History gets the group-0 code fed back; other CTAs read it only after barriers.
     if (blockIdx.x == 0 && threadIdx.x == 0) {
@@ -1416,7 +1418,7 @@ __global__ void __launch_bounds__(NT, 1) decode_kernel(const __grid_constant__ P
 #pragma unroll 1
     for (int j = 1; j < a.G; j++) {
       const int c = predictor_step<FUSE>(a, j, s, g);
-      sampled[j] = c;
+      bad_codes |= c < 0;
       if (threadIdx.x == 0) s.codes[j] = a.use_teacher ? a.teacher[j] : (c < 0 ? 0 : c);
       __syncthreads();
     }
@@ -1426,12 +1428,8 @@ __global__ void __launch_bounds__(NT, 1) decode_kernel(const __grid_constant__ P
       volatile int32_t* pub = a.early;
       pub[0] = 0;
       __threadfence_system();
-      int bad = 0;
-      for (int k = 0; k < a.G; k++) {
-        pub[1 + k] = s.codes[k];
-        bad |= sampled[k] < 0;
-      }
-      pub[1 + MAXG] = bad;
+      for (int k = 0; k < a.G; k++) pub[1 + k] = s.codes[k];
+      pub[1 + MAXG] = bad_codes;
       __threadfence_system();
       pub[0] = a.early_seq;
     }
@@ -1444,10 +1442,8 @@ __global__ void __launch_bounds__(NT, 1) decode_kernel(const __grid_constant__ P
     if (a.mode == MODE_FRAME) {
       // Emitted codes are the ones fed back (the teacher's under teacher
       // forcing), as in the CPU engine.
-      for (int k = 0; k < a.G; k++) {
-        a.out[k] = s.codes[k];
-        bad |= sampled[k] < 0;
-      }
+      for (int k = 0; k < a.G; k++) a.out[k] = s.codes[k];
+      bad |= bad_codes;
     }
     a.out[16] = next;
     a.out[17] = bad;
