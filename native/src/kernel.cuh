@@ -463,6 +463,39 @@ __device__ __forceinline__ void norm_rope(const float* raw, const uint16_t* w, f
 
 // ---------------------------------------------------------------- attention
 
+// Writes one position's k and v (fp32, one warp) into layer l's bf16 cache of
+// kv head kvh.
+__device__ __forceinline__ void store_kv(const StackD& S, int l, int nkv, int kvh, int pos, const float* k,
+                                         const float* v, int lane) {
+  const size_t off = (((size_t)l * nkv + kvh) * S.cap + pos) * HD;
+  for (int d = lane; d < HD; d += 32) {
+    S.kc[off + d] = f2bf(k[d]);
+    S.vc[off + d] = f2bf(v[d]);
+  }
+}
+
+// This lane's 4 elements of cache rows pb + k * NW (k < KB) below p0, as bf16
+// pairs, every load issued before any is used.
+template <int KB>
+__device__ __forceinline__ void load_cache_rows(const uint16_t* C, int pb, int p0, int lane, uint2 (&u)[KB]) {
+#pragma unroll
+  for (int k = 0; k < KB; k++) {
+    const int p = pb + k * NW;
+    u[k] = p < p0 ? __ldcg(reinterpret_cast<const uint2*>(C + (size_t)p * HD + lane * 4)) : make_uint2(0u, 0u);
+  }
+}
+
+// Position p's 4 elements of this lane: unpacked from the loaded cache row u
+// below p0, else from the fresh fp32 rows (row p - n0).
+__device__ __forceinline__ void row4(uint2 u, const float* fresh, int p, int p0, int n0, int lane, float (&out)[4]) {
+  if (p < p0) {
+    out[0] = bflo(u.x); out[1] = bfhi(u.x); out[2] = bflo(u.y); out[3] = bfhi(u.y);
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; i++) out[i] = fresh[(p - n0) * HD + lane * 4 + i];
+  }
+}
+
 // Online softmax of one query (q4: this lane's 4 elements) over positions
 // [b0, b1), accumulated into mrun, lsum and acc: positions below p0 from the
 // bf16 cache rows Kc/Vc, the others from the fresh rows snk/snv (row p - n0).
@@ -481,22 +514,13 @@ __device__ __forceinline__ void attend_span(const uint16_t* Kc, const uint16_t* 
     float tmax = -CUDART_INF_F;
     for (int pb = ts + warp; pb < te; pb += KB * NW) {
       uint2 ku[KB];
-#pragma unroll
-      for (int k = 0; k < KB; k++) {
-        const int p = pb + k * NW;
-        ku[k] = p < p0 ? __ldcg(reinterpret_cast<const uint2*>(Kc + (size_t)p * HD + lane * 4)) : make_uint2(0u, 0u);
-      }
+      load_cache_rows<KB>(Kc, pb, p0, lane, ku);
 #pragma unroll
       for (int k = 0; k < KB; k++) {
         const int p = pb + k * NW;
         if (p < te) {
           float k4[4];
-          if (p < p0) {
-            k4[0] = bflo(ku[k].x); k4[1] = bfhi(ku[k].x); k4[2] = bflo(ku[k].y); k4[3] = bfhi(ku[k].y);
-          } else {
-#pragma unroll
-            for (int i = 0; i < 4; i++) k4[i] = snk[(p - n0) * HD + lane * 4 + i];
-          }
+          row4(ku[k], snk, p, p0, n0, lane, k4);
           float d = q4[0] * k4[0] + q4[1] * k4[1] + q4[2] * k4[2] + q4[3] * k4[3];
           d = warp_sum(d) * scale;
           if (lane == 0) ssc[p - ts] = d;
@@ -515,23 +539,14 @@ __device__ __forceinline__ void attend_span(const uint16_t* Kc, const uint16_t* 
     for (int i = 0; i < 4; i++) acc[i] *= corr;
     for (int pb = ts + warp; pb < te; pb += KB * NW) {
       uint2 vu[KB];
-#pragma unroll
-      for (int k = 0; k < KB; k++) {
-        const int p = pb + k * NW;
-        vu[k] = p < p0 ? __ldcg(reinterpret_cast<const uint2*>(Vc + (size_t)p * HD + lane * 4)) : make_uint2(0u, 0u);
-      }
+      load_cache_rows<KB>(Vc, pb, p0, lane, vu);
 #pragma unroll
       for (int k = 0; k < KB; k++) {
         const int p = pb + k * NW;
         if (p < te) {
           const float wgt = expf(ssc[p - ts] - mnew);
           float v4[4];
-          if (p < p0) {
-            v4[0] = bflo(vu[k].x); v4[1] = bfhi(vu[k].x); v4[2] = bflo(vu[k].y); v4[3] = bfhi(vu[k].y);
-          } else {
-#pragma unroll
-            for (int i = 0; i < 4; i++) v4[i] = snv[(p - n0) * HD + lane * 4 + i];
-          }
+          row4(vu[k], snv, p, p0, n0, lane, v4);
 #pragma unroll
           for (int i = 0; i < 4; i++) acc[i] = fmaf(wgt, v4[i], acc[i]);
           lsum += wgt;
@@ -575,13 +590,8 @@ __device__ void attention(const Params& a, const StackD& S, int l, int m, int p0
       norm_rope(raw + (nh + kvh) * HD, Lw.k_norm, S.eps, j, S.inv_freq, kd);
       for (int d = lane; d < HD; d += 32) vd[d] = __ldcg(raw + (nh + nkv + kvh) * HD + d);
       __syncwarp();
-      if (h % grp == 0 && j == pos) {  // exactly one item writes each new position
-        const size_t off = (((size_t)l * nkv + kvh) * S.cap + pos) * HD;
-        for (int d = lane; d < HD; d += 32) {
-          S.kc[off + d] = f2bf(kd[d]);
-          S.vc[off + d] = f2bf(vd[d]);
-        }
-      }
+      // Exactly one item writes each new position.
+      if (h % grp == 0 && j == pos) store_kv(S, l, nkv, kvh, pos, kd, vd, lane);
     }
     __syncthreads();
     float q4[4];
@@ -701,13 +711,7 @@ __device__ void attention_o(const Params& a, const StackD& S, int l, int pos, co
       __syncwarp();
       // Exactly one item writes each kv head's new position (read by later
       // steps only: every item of this launch has it from a.qkv).
-      if (h % grp == 0 && rb == 0) {
-        const size_t off = (((size_t)l * nkv + kvh) * S.cap + pos) * HD;
-        for (int d = lane; d < HD; d += 32) {
-          S.kc[off + d] = f2bf(snk[d]);
-          S.vc[off + d] = f2bf(snv[d]);
-        }
-      }
+      if (h % grp == 0 && rb == 0) store_kv(S, l, nkv, kvh, pos, snk, snv, lane);
     }
     __syncthreads();
     float q4[4];
