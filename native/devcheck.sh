@@ -8,7 +8,7 @@
 #   .devbin/talkbox-portable.gz                 make cli-portable, gzipped (the carry limit is 64 MiB)
 #   .devbin/variants/NAME/{src,include}/        optional other kernel sources to build and time (A/B)
 #   .golden/                                    the golden files the CUDA tests read
-# Stages (STAGES, space-separated): build bench test prof variants e2e sweep ncu
+# Stages (STAGES, space-separated): build bench test prof envs variants e2e sweep ncu
 #   TB_ARCHS (default 90) and TB_DEFS pass through to native/build.sh.
 #   VARIANTS="name:-DTB_X=1 other:-DTB_Y=2" builds this tree with those
 #   defines as more variants (defines joined by commas: name:-DA=1,-DB=2).
@@ -120,6 +120,14 @@ if has test; then
 fi
 
 if has prof; then bench prof /tmp/tbv/prof $BENCH_ARGS; fi
+# ENVS="name:VAR=v,VAR2=w ...": the default build benched under other
+# run-time switches (TALKBOX_FUSED_MAX_LEN, TALKBOX_PREFILL, ...).
+if has envs; then
+  for v in ${ENVS:-}; do
+    # shellcheck disable=SC2046
+    (export $(tr , ' ' <<<"${v#*:}") && bench "env_${v%%:*}" "$PWD/native/build" $BENCH_ARGS)
+  done
+fi
 for name in ${variants[@]+"${variants[@]}"}; do bench "$name" "/tmp/tbv/$name" $BENCH_ARGS; done
 if has e2e; then BENCH_TIMEOUT=300 bench e2e "$PWD/native/build" $E2E_ARGS; fi
 # Talker context sweep: decode_kernel<true> (attention fused with O) against
@@ -127,12 +135,15 @@ if has e2e; then BENCH_TIMEOUT=300 bench e2e "$PWD/native/build" $E2E_ARGS; fi
 # on); picks FUSED_MAX_LEN in engine.cu.
 if has sweep; then
   log "context sweep (TALKBOX_FUSED_MAX_LEN 0 = five phases, 100000 = fused)"
-  for rows in ${SWEEP_ROWS:-40 128 256 512 1024}; do
-    for ml in 0 100000; do
-      TALKBOX_FUSED_MAX_LEN=$ml TALKBOX_NATIVE=$PWD/native/build timeout 120 $TB bench --model $SYNTH --backend cuda \
-        --frames 10 --codec-frames 0 --prompt-rows "$rows" 2>/dev/null |
-        python3 -c "import json,sys; r=json.load(sys.stdin); print('rows=$rows fused_max_len=$ml talker=%.4f predictor=%.4f frame=%.4f greedy=%.4f prefill=%.3f' % (r['talker_step_ms'], r['predictor_step_ms'], r['frame_ms'], r['frame_greedy_ms'], r['prefill_ms']))" |
-        tee -a "$OUT/summary.txt"
+  # SWEEP_LIBS: library folders to sweep (default: this tree's build).
+  for lib in ${SWEEP_LIBS:-$PWD/native/build}; do
+    for rows in ${SWEEP_ROWS:-40 128 256 512 1024}; do
+      for ml in 0 100000; do
+        TALKBOX_FUSED_MAX_LEN=$ml TALKBOX_NATIVE=$lib timeout 120 $TB bench --model $SYNTH --backend cuda \
+          --frames 10 --codec-frames 0 --prompt-rows "$rows" 2>/dev/null |
+          python3 -c "import json,sys; r=json.load(sys.stdin); print('$(basename "$(dirname "$lib")")/$(basename "$lib") rows=$rows fused_max_len=$ml talker=%.4f predictor=%.4f frame=%.4f greedy=%.4f prefill=%.3f' % (r['talker_step_ms'], r['predictor_step_ms'], r['frame_ms'], r['frame_greedy_ms'], r['prefill_ms']))" |
+          tee -a "$OUT/summary.txt"
+      done
     done
   done
 fi
