@@ -227,8 +227,11 @@ int build_stack(tb_engine* e, const tb_stack_dims& d, const tb_layer* layers, co
   return 0;
 }
 
-// The decode kernel a launch takes: attention fused with O while the
-// talker's context (position tpos and the ones before it) is short.
+// The decode kernel a launch takes: the talker's attention fused with O
+// while its context (position tpos and the ones before it) is short. Both
+// kernels run the same predictor step; predictor-only launches (tb_bench)
+// take decode_kernel<true> whatever tpos is, so their timing comes from one
+// compiled kernel.
 const void* decode_fn(const tb_engine* e) {
   const bool fused = e->P.mode == MODE_PREDICTOR || e->P.tpos + 1 <= e->fused_max_len;
   return fused ? (const void*)decode_kernel<true> : (const void*)decode_kernel<false>;
