@@ -389,8 +389,10 @@ __device__ __forceinline__ void norm_rows(float* xs, int xstride, const float* s
     for (int k = 0; k < 4; k++) {
       const int i = threadIdx.x + k * NT;
       v[k] = i < H ? (src ? __ldcg(src + i) : xs[i]) : 0.f;
-      ss += v[k] * v[k];
     }
+    // Squared after all four loads (see the down projection's prelude).
+#pragma unroll
+    for (int k = 0; k < 4; k++) ss += v[k] * v[k];
     const float r = rms_scale(ss, H, eps, red);
 #pragma unroll
     for (int k = 0; k < 4; k++) {
@@ -768,27 +770,30 @@ __device__ __forceinline__ void norm_resid(float* xs, const float* x, float* xo,
   float ss = 0.f;
   for (int base = 0; base < H; base += 2 * NT) {
     const int i = base + 2 * threadIdx.x;
-    if (i < H) {
-      const float2 xv = __ldcg(reinterpret_cast<const float2*>(x + i));
-      float2 s = make_float2(0.f, 0.f);
-      for (int h0 = 0; h0 < nh; h0 += HC) {
-        float2 p[HC];
+    // Predicated loads (zero past H) rather than a branch around the
+    // whole body (see the down projection's prelude).
+    const bool in = i < H;
+    const float2 xv = in ? __ldcg(reinterpret_cast<const float2*>(x + i)) : make_float2(0.f, 0.f);
+    float2 s = make_float2(0.f, 0.f);
+    for (int h0 = 0; h0 < nh; h0 += HC) {
+      float2 p[HC];
 #pragma unroll
-        for (int k = 0; k < HC; k++)
-          p[k] = h0 + k < nh ? __ldcg(reinterpret_cast<const float2*>(opart + (size_t)(h0 + k) * H + i))
-                             : make_float2(0.f, 0.f);
+      for (int k = 0; k < HC; k++)
+        p[k] = in && h0 + k < nh ? __ldcg(reinterpret_cast<const float2*>(opart + (size_t)(h0 + k) * H + i))
+                                 : make_float2(0.f, 0.f);
 #pragma unroll
-        for (int k = 0; k < HC; k++) {  // heads in order; + 0.f past nh changes nothing
-          s.x += p[k].x;
-          s.y += p[k].y;
-        }
+      for (int k = 0; k < HC; k++) {  // heads in order; + 0.f past nh changes nothing
+        s.x += p[k].x;
+        s.y += p[k].y;
       }
-      const float2 v = make_float2(xv.x + s.x, xv.y + s.y);
+    }
+    const float2 v = make_float2(xv.x + s.x, xv.y + s.y);
+    if (in) {
       *reinterpret_cast<float2*>(xs + i) = v;
       if (blockIdx.x == 0) *reinterpret_cast<float2*>(xo + i) = v;
-      ss += v.x * v.x;
-      ss += v.y * v.y;
     }
+    ss += v.x * v.x;  // 0 past H
+    ss += v.y * v.y;
   }
   const float r = rms_scale(ss, H, eps, red);
   if (H <= 4 * NT) {
@@ -872,8 +877,25 @@ __device__ void run_stack(const Params& a, const StackD& S, int m, int p0, int C
           *px = __ldcg(px + xro) + v;  // fused: D left the residual in row 1
         },
         [&] {
+          // Eight loads a thread, all issued before any store, the ones past
+          // I loading nothing into a zeroed slot. With the forms of
+          // norm_rows and norm_resid of the same change it took the frame from 2.905-2.910 to 2.850-2.868 ms
+          // (H100, four calls); the plain loop it replaces, or batched<8>
+          // (conditional loads), or either change alone: 2.878-2.890.
           for (int t = 0; t < m; t++)
-            for (int i = threadIdx.x; i < I; i += NT) xs[t * I + i] = __ldcg(a.act + (size_t)t * a.act_stride + i);
+            for (int base = 0; base < I; base += 8 * NT) {
+              float v[8];
+#pragma unroll
+              for (int q = 0; q < 8; q++) {
+                const int i = base + threadIdx.x + q * NT;
+                v[q] = i < I ? __ldcg(a.act + (size_t)t * a.act_stride + i) : 0.f;
+              }
+#pragma unroll
+              for (int q = 0; q < 8; q++) {
+                const int i = base + threadIdx.x + q * NT;
+                if (i < I) xs[t * I + i] = v[q];
+              }
+            }
           __syncthreads();
         });
     g.sync(PH_DOWN);
@@ -1053,7 +1075,11 @@ __device__ int sample_block(const Params& a, const float* lg, int V, const Sampl
     float v;
     uint32_t seen;  // the history word holding this id's bit
   };
-  batched<7>(  // V up to 7 * NT in one batch
+  // Three logits a thread a batch (two batches for the 3072-entry codec
+  // vocabulary), and two cached keys in kth_largest below: smaller register
+  // blocks than 7 and 6, which the whole kernel's allocation pays for (H100,
+  // two calls: frame 2.857-2.867 -> 2.837-2.846 ms, greedy frames too).
+  batched<3>(
       V, [&](int i) { return Logit{__ldcg(lg + i), use_pen ? __ldcg(a.hist + (i >> 5)) : 0u}; },
       [&](int i, Logit l) {
         float v = l.v;
@@ -1091,8 +1117,7 @@ __device__ int sample_block(const Params& a, const float* lg, int V, const Sampl
   }
   if (ncand == 0) return -1;
   float thr = -CUDART_INF_F;
-  // Six cached keys a thread cover the 0.6B/1.7B vocabularies (3072, 2048).
-  if (sp.top_k > 0 && sp.top_k < ncand) thr = kth_largest<6>(sv, V, sp.top_k, hist, sint);
+  if (sp.top_k > 0 && sp.top_k < ncand) thr = kth_largest<2>(sv, V, sp.top_k, hist, sint);
   if (TB_PROF && g && threadIdx.x == 0) g->mark(PH_SKTH);
   // Ordered compaction of the kept ids (ascending id), with exp(v - max) in
   // float64 as the CPU computes it (the maximum over the kept ids is the
