@@ -878,10 +878,11 @@ __device__ void run_stack(const Params& a, const StackD& S, int m, int p0, int C
         },
         [&] {
           // Eight loads a thread, all issued before any store, the ones past
-          // I loading nothing into a zeroed slot. With the forms of
-          // norm_rows and norm_resid of the same change it took the frame from 2.905-2.910 to 2.850-2.868 ms
-          // (H100, four calls); the plain loop it replaces, or batched<8>
-          // (conditional loads), or either change alone: 2.878-2.890.
+          // I loading nothing into a zeroed slot. Not batched<8>: its loads
+          // are conditional, and it measured no faster than the plain loop
+          // this replaces. With the norm_rows and norm_resid forms of the
+          // same change: frame 2.905-2.910 -> 2.850-2.868 ms (H100, four
+          // calls); either change alone, or batched<8>: 2.878-2.890.
           for (int t = 0; t < m; t++)
             for (int base = 0; base < I; base += 8 * NT) {
               float v[8];
