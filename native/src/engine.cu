@@ -850,7 +850,8 @@ int tb_bench(tb_engine* e, int what, int iters, float* ms) {
     if (cudaMemcpy(h, e->P.prof, sizeof h, cudaMemcpyDeviceToHost) == cudaSuccess && h[PROF_WORDS - 1] > 0) {
       const double n = (double)h[PROF_WORDS - 1];
       const double ghz = (double)h[PROF_WORDS - 3] / (double)h[PROF_WORDS - 2];
-      static const char* names[NPH] = {"qkv", "attn", "o", "gateup", "down", "head", "sample", "proj", "other", "s-load", "s-kth", "s-comp"};
+      static const char* names[NPH] = {"qkv", "attn", "o", "gateup", "down", "head", "sample", "proj", "other", "s-load", "s-kth", "s-comp",
+                                       "a-rope", "a-k", "a-v", "a-ctx"};
       fprintf(stderr, "prof kind=%d do_sample=%d/%d launches=%.0f clock=%.3fGHz launch=%.2fus (CTA 0, us per launch: work / barrier wait)\n",
               what, e->P.st.do_sample, e->P.sp.do_sample, n, ghz, h[PROF_WORDS - 2] / n / 1e3);
       for (int st = 0; st < 2; st++) {

@@ -33,7 +33,11 @@ enum Mode { MODE_PREFILL = 0, MODE_FRAME = 1, MODE_TALKER = 2, MODE_PREDICTOR = 
 // cycles of CTA 0, then launch cycles, launch ns and launch count.
 // The sampler's parts: s-load (logits in, processed), s-kth (top-k
 // threshold), s-comp (kept ids and their exp); "sample" is what follows.
-enum Phase { PH_QKV, PH_ATTN, PH_O, PH_GU, PH_DOWN, PH_HEAD, PH_SAMPLE, PH_PROJ, PH_OTHER, PH_SLOAD, PH_SKTH, PH_SCOMP, NPH };
+// The fused attention's parts: a-rope (q, k and v to the first CTA barrier),
+// a-k (scores and the max), a-v (weighted values), a-ctx (the context merge);
+// "o" is what follows (the O rows).
+enum Phase { PH_QKV, PH_ATTN, PH_O, PH_GU, PH_DOWN, PH_HEAD, PH_SAMPLE, PH_PROJ, PH_OTHER, PH_SLOAD, PH_SKTH, PH_SCOMP,
+             PH_AROPE, PH_AK, PH_AV, PH_ACTX, NPH };
 constexpr int PROF_WORDS = 2 * NPH * 2 + 3;
 
 // Shared-memory layout of the fixed part (bytes): red, sf, sint, codes, then xs.
@@ -215,6 +219,11 @@ struct Grid {
     __syncthreads();
   }
 };
+
+// A profiling mark from code that has the grid only by pointer (TB_PROF).
+__device__ __forceinline__ void prof_mark(Grid* g, int ph) {
+  if (TB_PROF && g && threadIdx.x == 0) g->mark(ph);
+}
 
 // ---------------------------------------------------------------- matvec
 
@@ -445,19 +454,26 @@ __device__ __forceinline__ void norm_rows(float* xs, int xstride, const float* s
 __device__ __forceinline__ void norm_rope(const float* raw, const uint16_t* w, float eps, int pos,
                                           const float* inv_freq, float* out) {
   const int lane = threadIdx.x & 31;
-  float v[4];
+  // The norm weights and the frequencies are loaded with the vector: written
+  // at their use, the compiler issued them after the warp sum, a second round
+  // trip on the fused attention's critical path.
+  float v[4], wn[4], fr[2];
 #pragma unroll
   for (int i = 0; i < 4; i++) v[i] = __ldcg(raw + lane + 32 * i);
+#pragma unroll
+  for (int i = 0; i < 4; i++) wn[i] = bf(__ldg(w + lane + 32 * i));
+#pragma unroll
+  for (int i = 0; i < 2; i++) fr[i] = __ldg(inv_freq + lane + 32 * i);
   float s = v[0] * v[0] + v[1] * v[1] + v[2] * v[2] + v[3] * v[3];
   s = warp_sum(s);
   const float r = rsqrtf(s / (float)HD + eps);
 #pragma unroll
-  for (int i = 0; i < 4; i++) v[i] = v[i] * r * bf(w[lane + 32 * i]);
+  for (int i = 0; i < 4; i++) v[i] = v[i] * r * wn[i];
 #pragma unroll
   for (int i = 0; i < 2; i++) {
     const int f = lane + 32 * i;
     float sn, cs;
-    sincosf((float)pos * inv_freq[f], &sn, &cs);
+    sincosf((float)pos * fr[i], &sn, &cs);
     out[f] = v[i] * cs - v[i + 2] * sn;
     out[f + 64] = v[i + 2] * cs + v[i] * sn;
   }
@@ -508,7 +524,8 @@ __device__ __forceinline__ void row4(uint2 u, const float* fresh, int p, int p0,
 template <int KB>
 __device__ __forceinline__ void attend_span(const uint16_t* Kc, const uint16_t* Vc, int b0, int b1, int p0, int n0,
                                             const float* snk, const float* snv, const float (&q4)[4], float* ssc,
-                                            float* sred, float& mrun, float& lsum, float (&acc)[4]) {
+                                            float* sred, float& mrun, float& lsum, float (&acc)[4],
+                                            Grid* gp = nullptr) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const float scale = rsqrtf((float)HD);
   for (int ts = b0; ts < b1; ts += TILE) {
@@ -532,6 +549,7 @@ __device__ __forceinline__ void attend_span(const uint16_t* Kc, const uint16_t* 
     }
     if (lane == 0) sred[warp] = tmax;
     __syncthreads();
+    prof_mark(gp, PH_AK);
     float mt = -CUDART_INF_F;
     for (int w = 0; w < NW; w++) mt = fmaxf(mt, sred[w]);
     const float mnew = fmaxf(mrun, mt);
@@ -557,6 +575,7 @@ __device__ __forceinline__ void attend_span(const uint16_t* Kc, const uint16_t* 
     }
     mrun = mnew;
     __syncthreads();
+    prof_mark(gp, PH_AV);
   }
 }
 
@@ -676,7 +695,7 @@ __device__ __forceinline__ void merge_attention(const Params& a, const StackD& S
 // kernel's stack frame; so did a run-time choice between this and the
 // five-phase path (both inlined), hence the compile-time FUSE.
 __device__ void attention_o(const Params& a, const StackD& S, int l, int pos, const uint16_t* Wo,
-                            const uint16_t* qn, const uint16_t* kn, float* sm) {
+                            const uint16_t* qn, const uint16_t* kn, float* sm, Grid* gp = nullptr) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int nh = S.nh, nkv = S.nkv, grp = nh / nkv, H = S.H, AO = nh * HD;
   float* sq = sm;          // q, then the context vector
@@ -708,8 +727,13 @@ __device__ void attention_o(const Params& a, const StackD& S, int l, int pos, co
     // q on the last warp, the new position's k and v on warp 0.
     if (warp == NW - 1) norm_rope(a.qkv + h * HD, qn, S.eps, pos, S.inv_freq, sq);
     if (warp == 0) {
+      // v is loaded with k, not after k's norm (one round trip, not two).
+      float vv[HD / 32];
+#pragma unroll
+      for (int i = 0; i < HD / 32; i++) vv[i] = __ldcg(a.qkv + (nh + nkv + kvh) * HD + lane + 32 * i);
       norm_rope(a.qkv + (nh + kvh) * HD, kn, S.eps, pos, S.inv_freq, snk);
-      for (int d = lane; d < HD; d += 32) snv[d] = __ldcg(a.qkv + (nh + nkv + kvh) * HD + d);
+#pragma unroll
+      for (int i = 0; i < HD / 32; i++) snv[lane + 32 * i] = vv[i];
       __syncwarp();
       // Exactly one item writes each kv head's new position (read by later
       // steps only: every item of this launch has it from a.qkv).
@@ -719,8 +743,13 @@ __device__ void attention_o(const Params& a, const StackD& S, int l, int pos, co
     float q4[4];
 #pragma unroll
     for (int i = 0; i < 4; i++) q4[i] = sq[lane * 4 + i];
+    {  // A scope of its own: the form that was measured (ptxas spills less in it)
     float mrun = -CUDART_INF_F, lsum = 0.f, acc[4] = {0.f, 0.f, 0.f, 0.f};
-    attend_span<4>(Kc, Vc, 0, len, pos, pos, snk, snv, q4, ssc, sred, mrun, lsum, acc);
+    prof_mark(gp, PH_AROPE);
+    attend_span<4>(Kc, Vc, 0, len, pos, pos, snk, snv, q4, ssc, sred, mrun, lsum, acc, gp);
+    // This half-warp's first W_o rows, in flight while the warps' partial
+    // contexts are merged (the whole slice when RB x 128 >= H: the 0.6B).
+    load_o(r0);
 #pragma unroll
     for (int i = 0; i < 4; i++) sacc[warp * HD + lane * 4 + i] = acc[i];
     if (lane == 0) sred[NW + warp] = lsum;
@@ -734,9 +763,11 @@ __device__ void attention_o(const Params& a, const StackD& S, int l, int pos, co
       sq[d] = s * (1.f / L);
     }
     __syncthreads();
+    prof_mark(gp, PH_ACTX);
+    }
     float* dst = a.part + (size_t)h * H;
     for (int base = r0; base < r1; base += 4 * HW) {
-      load_o(base);
+      if (base != r0) load_o(base);
 #pragma unroll
       for (int u = 0; u < 4; u++) {
         float d = dot8(w[u], sq + hl * 8);
@@ -844,7 +875,7 @@ __device__ void run_stack(const Params& a, const StackD& S, int m, int p0, int C
     g.sync(PH_QKV);
     if constexpr (fuse) {
       // B+C: attention and the per-head O partials (summed by D's prelude)
-      attention_o(a, S, l, p0, Lw.o, Lw.q_norm, Lw.k_norm, xs);
+      attention_o(a, S, l, p0, Lw.o, Lw.q_norm, Lw.k_norm, xs, &g);
       g.sync(PH_O);
     } else {
     // B: attention partials
