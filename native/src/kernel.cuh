@@ -608,8 +608,13 @@ __device__ void attention(const Params& a, const StackD& S, int l, int m, int p0
       const float* raw = a.qkv + (size_t)(j - p0) * a.qkv_stride;
       float* kd = snk + (j - n0) * HD;
       float* vd = snv + (j - n0) * HD;
+      // v loaded with k, as in attention_o (one round trip, not two).
+      float vv[HD / 32];
+#pragma unroll
+      for (int i = 0; i < HD / 32; i++) vv[i] = __ldcg(raw + (nh + nkv + kvh) * HD + lane + 32 * i);
       norm_rope(raw + (nh + kvh) * HD, Lw.k_norm, S.eps, j, S.inv_freq, kd);
-      for (int d = lane; d < HD; d += 32) vd[d] = __ldcg(raw + (nh + nkv + kvh) * HD + d);
+#pragma unroll
+      for (int i = 0; i < HD / 32; i++) vd[lane + 32 * i] = vv[i];
       __syncwarp();
       // Exactly one item writes each new position.
       if (h % grp == 0 && j == pos) store_kv(S, l, nkv, kvh, pos, kd, vd, lane);
