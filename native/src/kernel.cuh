@@ -1136,7 +1136,7 @@ __device__ int sample_block(const Params& a, const float* lg, int V, const Sampl
     __syncthreads();
     return block_argmax(sv, V, sf, sint);
   }
-  if (TB_PROF && g && threadIdx.x == 0) g->mark(PH_SLOAD);
+  prof_mark(g, PH_SLOAD);
   {
     const int c = (int)warp_sum((float)local);  // exact: V < 2^24
     lmax = warp_max(lmax);
@@ -1155,7 +1155,7 @@ __device__ int sample_block(const Params& a, const float* lg, int V, const Sampl
   if (ncand == 0) return -1;
   float thr = -CUDART_INF_F;
   if (sp.top_k > 0 && sp.top_k < ncand) thr = kth_largest<2>(sv, V, sp.top_k, hist, sint);
-  if (TB_PROF && g && threadIdx.x == 0) g->mark(PH_SKTH);
+  prof_mark(g, PH_SKTH);
   // Ordered compaction of the kept ids (ascending id), with exp(v - max) in
   // float64 as the CPU computes it (the maximum over the kept ids is the
   // maximum over all candidates: the largest always survives top-k).
@@ -1214,7 +1214,7 @@ __device__ int sample_block(const Params& a, const float* lg, int V, const Sampl
       }
     __syncthreads();
   }
-  if (TB_PROF && g && threadIdx.x == 0) g->mark(PH_SCOMP);
+  prof_mark(g, PH_SCOMP);
   if (nkept == 1) return ids[0];
   // Softmax and inverse CDF in the CPU's order: lane 0 of warp 0 sums, the
   // warp divides, lane 0 accumulates and picks.
