@@ -479,6 +479,19 @@ __device__ __forceinline__ void norm_rope(const float* raw, const uint16_t* w, f
   }
 }
 
+// One warp: the new position's k (normed, RoPE'd) into kout and its v into
+// vout. v is loaded with k, not after k's norm: one round trip, not two.
+__device__ __forceinline__ void new_kv(const float* rawk, const float* rawv, const uint16_t* kn, float eps, int pos,
+                                       const float* inv_freq, float* kout, float* vout) {
+  const int lane = threadIdx.x & 31;
+  float vv[HD / 32];
+#pragma unroll
+  for (int i = 0; i < HD / 32; i++) vv[i] = __ldcg(rawv + lane + 32 * i);
+  norm_rope(rawk, kn, eps, pos, inv_freq, kout);
+#pragma unroll
+  for (int i = 0; i < HD / 32; i++) vout[lane + 32 * i] = vv[i];
+}
+
 // ---------------------------------------------------------------- attention
 
 // Writes one position's k and v (fp32, one warp) into layer l's bf16 cache of
@@ -608,13 +621,7 @@ __device__ void attention(const Params& a, const StackD& S, int l, int m, int p0
       const float* raw = a.qkv + (size_t)(j - p0) * a.qkv_stride;
       float* kd = snk + (j - n0) * HD;
       float* vd = snv + (j - n0) * HD;
-      // v loaded with k, as in attention_o (one round trip, not two).
-      float vv[HD / 32];
-#pragma unroll
-      for (int i = 0; i < HD / 32; i++) vv[i] = __ldcg(raw + (nh + nkv + kvh) * HD + lane + 32 * i);
-      norm_rope(raw + (nh + kvh) * HD, Lw.k_norm, S.eps, j, S.inv_freq, kd);
-#pragma unroll
-      for (int i = 0; i < HD / 32; i++) vd[lane + 32 * i] = vv[i];
+      new_kv(raw + (nh + kvh) * HD, raw + (nh + nkv + kvh) * HD, Lw.k_norm, S.eps, j, S.inv_freq, kd, vd);
       __syncwarp();
       // Exactly one item writes each new position.
       if (h % grp == 0 && j == pos) store_kv(S, l, nkv, kvh, pos, kd, vd, lane);
@@ -732,13 +739,7 @@ __device__ void attention_o(const Params& a, const StackD& S, int l, int pos, co
     // q on the last warp, the new position's k and v on warp 0.
     if (warp == NW - 1) norm_rope(a.qkv + h * HD, qn, S.eps, pos, S.inv_freq, sq);
     if (warp == 0) {
-      // v is loaded with k, not after k's norm (one round trip, not two).
-      float vv[HD / 32];
-#pragma unroll
-      for (int i = 0; i < HD / 32; i++) vv[i] = __ldcg(a.qkv + (nh + nkv + kvh) * HD + lane + 32 * i);
-      norm_rope(a.qkv + (nh + kvh) * HD, kn, S.eps, pos, S.inv_freq, snk);
-#pragma unroll
-      for (int i = 0; i < HD / 32; i++) snv[lane + 32 * i] = vv[i];
+      new_kv(a.qkv + (nh + kvh) * HD, a.qkv + (nh + nkv + kvh) * HD, kn, S.eps, pos, S.inv_freq, snk, snv);
       __syncwarp();
       // Exactly one item writes each kv head's new position (read by later
       // steps only: every item of this launch has it from a.qkv).
