@@ -14,9 +14,20 @@
 //   ..., not warp 0        the same with warp 0 (the barrier's thread) not prefetching
 //   first weights before   each warp's first batch of next-phase weights loaded into
 //                          registers before the barrier
+//   3 phases, u64 red      gate/up and down in one phase: each CTA multiplies its own
+//                          gate/up outputs by their rows of W_down^T and adds the
+//                          1024-wide partial into the next residual with 64-bit
+//                          fixed-point red.add (integer sums: any order, same bits),
+//                          so a layer has three barriers instead of four
+//   3 phases, f32 red      the same with float red.add (order-dependent; cost only)
+//   ..., W_down^T early    u64 red, the CTA's W_down^T rows loaded into registers
+//                          before gate/up (they depend on nothing)
+//   ..., W_down^T cp.async u64 red, the rows copied into shared memory (cp.async)
+//                          before gate/up, read from there after it
 // The stop-16 figures are in docs/BENCHMARKS.md. Not part of the build (CUDA 12+, sm_90):
 //   nvcc -std=c++17 -arch=sm_90 -o /tmp/handoff native/micro/handoff.cu && /tmp/handoff
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -29,9 +40,13 @@ constexpr int NT = 512, NW = NT / 32;
 constexpr int H = 1024, I = 3072, QN = 4096, AO = 2048;
 constexpr size_t LAYER_W = (size_t)QN * H + (size_t)H * AO + 2ull * I * H + (size_t)H * I;
 
-enum Form { BARRIER, BARRIER64, TAGGED, TAGGED_SLEEP, PREFETCH, PREFETCH_NOT0, EARLY, NFORMS };
+enum Form { BARRIER, BARRIER64, TAGGED, TAGGED_SLEEP, PREFETCH, PREFETCH_NOT0, EARLY, FUSED64, FUSED32, FUSED64E, FUSED64S, NFORMS };
 const char* const kNames[NFORMS] = {"barrier", "barrier+u64", "tagged", "tagged+sleep", "barrier+prefetch",
-                                    "barrier+prefetch, not warp 0", "barrier, first weights before it"};
+                                    "barrier+prefetch, not warp 0", "barrier, first weights before it",
+                                    "3 phases, u64 red", "3 phases, f32 red",
+                                    "3 phases, u64 red, W_down^T early", "3 phases, u64 red, W_down^T cp.async"};
+// The fused forms' residual: fixed point with 32 fraction bits (|x| < 2^31).
+constexpr float kFix = 4294967296.f, kUnfix = 1.f / 4294967296.f;
 
 struct Args {
   const uint16_t* w;
@@ -39,6 +54,8 @@ struct Args {
   unsigned base;  // tag of the input X; phase k of this launch writes base + 1 + k
   unsigned* bar;
   void *x, *q, *op, *act;  // float or (value, tag) words
+  const uint16_t* wdt;     // the fused forms' W_down^T, [L][I][H]
+  void* xr[2];             // the fused forms' residual, by layer parity: int64 fixed point or float
 };
 
 __device__ __forceinline__ float bflo(uint32_t u) { return __uint_as_float(u << 16); }
@@ -240,6 +257,99 @@ __device__ void stage(const Hd& h, const void* src, int n, unsigned tag, float* 
   __syncthreads();
 }
 
+// v[k] = residual element threadIdx.x + k * NT, of a fused form's buffer.
+template <Form F>
+__device__ void residual(const void* src, float (&v)[H / NT]) {
+#pragma unroll
+  for (int k = 0; k < H / NT; k++) {
+    const int i = threadIdx.x + k * NT;
+    v[k] = F != FUSED32 ? __ll2float_rn(__ldcg(static_cast<const long long*>(src) + i)) * kUnfix
+                        : __ldcg(static_cast<const float*>(src) + i);
+  }
+}
+
+// The fused forms' gate/up + down phase. Matvec deals CTA b the gate/up rows
+// j = b + grid * m, so its act values stay in shared memory and its share of
+// the down projection is sum_m act[m] * W_down^T[j_m]: a 1024-wide partial,
+// added into the next residual with the CTA's owned elements of this one.
+template <Form F>
+__device__ void fused_mlp(const Args& a, int l, int P, const uint16_t* wgu, float* xs, float* red) {
+  float* acts = xs + H;        // this CTA's act values, at most ceil(I / grid)
+  float* part = acts + 64;     // 4 groups x H partial sums
+  uint4* wsm = reinterpret_cast<uint4*>(part + 4 * H);  // FUSED64S: the CTA's W_down^T rows
+  const int G = gridDim.x, b = blockIdx.x;
+  // Thread t: outputs 8 * (t & 127) .. + 7 over the act rows m = t / 128 + 4 k.
+  constexpr int KMAX = 6;  // ceil(ceil(I / grid) / 4) for grids of >= 128
+  const int o8 = threadIdx.x & 127, g4 = threadIdx.x >> 7, nj = (I - b + G - 1) / G;
+  const uint16_t* wdt = a.wdt + (size_t)l * I * H;
+  uint4 w[KMAX];
+  auto wrow = [&](int m) { return reinterpret_cast<const uint4*>(wdt + (size_t)(b + G * m) * H) + o8; };
+  if (F == FUSED64E) {
+#pragma unroll
+    for (int k = 0; k < KMAX; k++) w[k] = g4 + 4 * k < nj ? ldw(wrow(g4 + 4 * k)) : make_uint4(0, 0, 0, 0);
+  }
+  if (F == FUSED64S) {
+#pragma unroll
+    for (int k = 0; k < KMAX; k++)
+      if (g4 + 4 * k < nj) {
+        const unsigned d = (unsigned)__cvta_generic_to_shared(wsm + (g4 + 4 * k) * (H / 8) + o8);
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(wrow(g4 + 4 * k)) : "memory");
+      }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+  }
+  {
+    float v[H / NT];
+    residual<F>(a.xr[l & 1], v);
+    for (int p = 0; p < P; p++) {
+#pragma unroll
+      for (int e = 0; e < H / NT; e++) v[e] += __ldcg(static_cast<const float*>(a.op) + (size_t)p * H + threadIdx.x + e * NT);
+    }
+    norm(xs, v, H, red);
+  }
+  Matvec<4, true, I>{wgu, I, H}.run(xs, false, [&](int r, int, float g, float u, int lane) {
+    if (lane == 0) acts[(r - b) / G] = g / (1.f + __expf(-g)) * u;
+  });
+  if (F == FUSED64S) asm volatile("cp.async.wait_group 0;" ::: "memory");
+  __syncthreads();
+#pragma unroll
+  for (int k = 0; k < KMAX; k++) {
+    const int m = g4 + 4 * k;
+    if (F == FUSED64 || F == FUSED32) w[k] = m < nj ? ldw(wrow(m)) : make_uint4(0, 0, 0, 0);
+    if (F == FUSED64S) w[k] = m < nj ? wsm[m * (H / 8) + o8] : make_uint4(0, 0, 0, 0);
+  }
+  float s[8] = {};
+#pragma unroll
+  for (int k = 0; k < KMAX; k++) {
+    const int m = g4 + 4 * k;
+    const float c = m < nj ? acts[m] : 0.f;
+    s[0] = fmaf(bflo(w[k].x), c, s[0]);
+    s[1] = fmaf(bfhi(w[k].x), c, s[1]);
+    s[2] = fmaf(bflo(w[k].y), c, s[2]);
+    s[3] = fmaf(bfhi(w[k].y), c, s[3]);
+    s[4] = fmaf(bflo(w[k].z), c, s[4]);
+    s[5] = fmaf(bfhi(w[k].z), c, s[5]);
+    s[6] = fmaf(bflo(w[k].w), c, s[6]);
+    s[7] = fmaf(bfhi(w[k].w), c, s[7]);
+  }
+#pragma unroll
+  for (int e = 0; e < 8; e++) part[g4 * H + o8 * 8 + e] = s[e];
+  __syncthreads();
+  for (int o = threadIdx.x; o < H; o += NT) {
+    const float y = part[o] + part[H + o] + part[2 * H + o] + part[3 * H + o];
+    const bool own = o % G == b;
+    if (F != FUSED32) {
+      long long fx = __float2ll_rn(y * kFix);
+      if (own) fx += __ldcg(static_cast<const long long*>(a.xr[l & 1]) + o);
+      asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(static_cast<long long*>(a.xr[(l + 1) & 1]) + o),
+                   "l"(fx)
+                   : "memory");
+    } else {
+      const float fy = own ? y + __ldcg(static_cast<const float*>(a.xr[l & 1]) + o) : y;
+      atomicAdd(static_cast<float*>(a.xr[(l + 1) & 1]) + o, fy);
+    }
+  }
+}
+
 template <Form F>
 __global__ void __launch_bounds__(NT, 1) layers(const __grid_constant__ Args a) {
   extern __shared__ __align__(16) float sm[];
@@ -248,7 +358,7 @@ __global__ void __launch_bounds__(NT, 1) layers(const __grid_constant__ Args a) 
   Hand<F> h{a.bar};
   unsigned tag_x = a.base, tag = a.base;
   const int P = a.P;
-  constexpr bool early = F == EARLY;
+  constexpr bool early = F == EARLY, fused = F >= FUSED64;
   auto weights = [&](int l) { return a.w + (size_t)l * LAYER_W; };
   // The next phase's matvec, its first weights issued before the barrier in the EARLY form.
   auto after_barrier = [&](auto m) {
@@ -264,7 +374,18 @@ __global__ void __launch_bounds__(NT, 1) layers(const __grid_constant__ Args a) 
     // A: norm(x), QKV
     {
       float v[H / NT];
-      h.template load<H / NT>(a.x, threadIdx.x, H, tag_x, v);
+      if (fused) {
+        residual<F>(a.xr[l & 1], v);
+        // The next residual starts at zero: its last reader was the previous
+        // layer's fused phase, before the barrier that ended it.
+        const int i = blockIdx.x * NT + threadIdx.x;
+        if (i < H) {
+          if (F != FUSED32) static_cast<long long*>(a.xr[(l + 1) & 1])[i] = 0;
+          else static_cast<float*>(a.xr[(l + 1) & 1])[i] = 0.f;
+        }
+      } else {
+        h.template load<H / NT>(a.x, threadIdx.x, H, tag_x, v);
+      }
       norm(xs, v, H, red);
       const unsigned t = ++tag;
       mq.run(xs, early, [&](int r, int r2, float y, float y2, int lane) {
@@ -286,6 +407,12 @@ __global__ void __launch_bounds__(NT, 1) layers(const __grid_constant__ Args a) 
     }
     auto mg = after_barrier(Matvec<4, true, I>{wgu, I, H});
     // C: norm(x + sum of the P partials), gate/up
+    if (fused) {
+      fused_mlp<F>(a, l, P, wgu, xs, red);
+      if (l + 1 < a.L) mq = Matvec<4, true, 0>{weights(l + 1), QN, H};
+      h.sync();
+      continue;
+    }
     {
       float v[H / NT];
       h.template load<H / NT>(a.x, threadIdx.x, H, tag_x, v);
@@ -340,6 +467,25 @@ __global__ void fill_weights(uint16_t* w, size_t n) {
   }
 }
 
+// wdt[l] = W_down^T of layer l (W_down is [H][I] at its place in the layer).
+__global__ void transpose_down(const uint16_t* w, uint16_t* wdt, int L) {
+  const size_t n = (size_t)L * I * H;
+  for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < n; t += (size_t)gridDim.x * blockDim.x) {
+    const size_t l = t / ((size_t)I * H), jo = t % ((size_t)I * H), j = jo / H, o = jo % H;
+    const uint16_t* wd = w + l * LAYER_W + (size_t)QN * H + (size_t)H * AO + 2ull * I * H;
+    wdt[t] = wd[o * I + j];
+  }
+}
+
+// The fused forms' first residual: fill_x's values, as fixed point or float.
+__global__ void fill_xr(void* x, bool fixed) {
+  const int i = threadIdx.x + blockIdx.x * blockDim.x;
+  if (i >= H) return;
+  const float f = __sinf(0.37f * i);
+  if (fixed) static_cast<long long*>(x)[i] = __float2ll_rn(f * kFix);
+  else static_cast<float*>(x)[i] = f;
+}
+
 __global__ void fill_x(void* x, bool tagged, unsigned tag) {
   const int i = threadIdx.x + blockIdx.x * blockDim.x;
   if (i >= H) return;
@@ -373,7 +519,11 @@ cudaError_t launch(Form f, int grid, int smem, Args a, cudaStream_t s) {
     case TAGGED_SLEEP: return launch<TAGGED_SLEEP>(grid, smem, a, s);
     case PREFETCH: return launch<PREFETCH>(grid, smem, a, s);
     case PREFETCH_NOT0: return launch<PREFETCH_NOT0>(grid, smem, a, s);
-    default: return launch<EARLY>(grid, smem, a, s);
+    case EARLY: return launch<EARLY>(grid, smem, a, s);
+    case FUSED64: return launch<FUSED64>(grid, smem, a, s);
+    case FUSED64E: return launch<FUSED64E>(grid, smem, a, s);
+    case FUSED64S: return launch<FUSED64S>(grid, smem, a, s);
+    default: return launch<FUSED32>(grid, smem, a, s);
   }
 }
 
@@ -384,6 +534,10 @@ int main() {
   cudaDeviceProp p;
   CK(cudaGetDeviceProperties(&p, 0));
   const int grid = p.multiProcessorCount;
+  if (grid < 128) {
+    printf("the fused forms assume a grid of >= 128 CTAs; this GPU has %d SMs\n", grid);
+    return 1;
+  }
   printf("%s: %d CTAs x %d threads, %d KB shared; median of %d launches after %d\n", p.name, grid, NT,
          kSmem / 1024, kRuns, kWarm);
   uint16_t* w;
@@ -397,6 +551,12 @@ int main() {
   CK(cudaMalloc(&q, QN * 8));
   CK(cudaMalloc(&op, 16 * H * 8));
   CK(cudaMalloc(&act, I * 8));
+  uint16_t* wdt;
+  void* xr[2];
+  CK(cudaMalloc(&wdt, (size_t)kMaxL * I * H * 2));
+  transpose_down<<<1024, 256>>>(w, wdt, kMaxL);
+  CK(cudaMalloc(&xr[0], H * 8));
+  CK(cudaMalloc(&xr[1], H * 8));
   cudaStream_t s;
   CK(cudaStreamCreate(&s));
   cudaEvent_t e0, e1;
@@ -414,6 +574,8 @@ int main() {
     if (e == cudaSuccess) fill_x<<<(H + 255) / 256, 256>>>(x, tagged, 1u);
     return e == cudaSuccess ? cudaGetLastError() : e;
   };
+  auto is_fused = [](int f) { return f >= FUSED64; };
+  auto is_fixed = [](int f) { return f >= FUSED64 && f != FUSED32; };
   // Correctness: one launch of each form from the same input gives the same x, bit for bit.
   {
     std::vector<float> ref(H);
@@ -421,11 +583,29 @@ int main() {
     for (int f = 0; f < NFORMS; f++) {
       const bool tagged = is_tagged(f);
       CK(reset(tagged));
+      fill_xr<<<(H + 255) / 256, 256>>>(xr[0], is_fixed(f));
       CK(cudaMemset(bar, 0, 256));
-      Args a{w, 5, 16, 1u, bar, x, q, op, act};
+      Args a{w, 5, 16, 1u, bar, x, q, op, act, wdt, {xr[0], xr[1]}};
       CK(launch((Form)f, grid, kSmem, a, s));
       CK(cudaStreamSynchronize(s));
       std::vector<float> got(H);
+      if (is_fused(f)) {
+        // Layer l writes xr[(l + 1) & 1]: five layers end in xr[1]. Float
+        // sums in another order: compared with a tolerance, not bit for bit.
+        std::vector<long long> u(H);
+        CK(cudaMemcpy(u.data(), xr[1], H * 8, cudaMemcpyDeviceToHost));
+        double worst = 0, scale = 0;
+        for (int i = 0; i < H; i++) {
+          float g;
+          if (is_fixed(f)) g = (float)u[i] * kUnfix;
+          else memcpy(&g, reinterpret_cast<const float*>(u.data()) + i, 4);
+          worst = std::max(worst, (double)std::fabs(g - ref[i]));
+          scale = std::max(scale, (double)std::fabs(ref[i]));
+        }
+        printf("%s: max |x - barrier's x| = %.3g (max |x| %.3g)\n", kNames[f], worst, scale);
+        if (!(worst <= 1e-4 * std::max(1.0, scale))) ok = false;
+        continue;
+      }
       if (tagged) {
         std::vector<unsigned long long> u(H);
         CK(cudaMemcpy(u.data(), x, H * 8, cudaMemcpyDeviceToHost));
@@ -440,7 +620,7 @@ int main() {
       if (f == BARRIER) ref = got;
       else if (memcmp(ref.data(), got.data(), H * 4) != 0) ok = false;
     }
-    printf("same x after 5 layers in every form: %s (x[0] = %g)\n", ok ? "yes" : "NO", ref[0]);
+    printf("same x after 5 layers in every form (fused: within 1e-4): %s (x[0] = %g)\n", ok ? "yes" : "NO", ref[0]);
   }
 
   for (int L : {5, 28})
@@ -451,7 +631,8 @@ int main() {
         std::vector<float> ms;
         for (int it = 0; it < kWarm + kRuns; it++) {
           CK(cudaMemsetAsync(bar, 0, 256, s));
-          Args a{w, L, P, base, bar, x, q, op, act};
+          if (is_fused(f)) fill_xr<<<(H + 255) / 256, 256, 0, s>>>(xr[0], is_fixed(f));
+          Args a{w, L, P, base, bar, x, q, op, act, wdt, {xr[0], xr[1]}};
           CK(cudaEventRecord(e0, s));
           CK(launch((Form)f, grid, kSmem, a, s));
           CK(cudaEventRecord(e1, s));
@@ -464,7 +645,7 @@ int main() {
         std::sort(ms.begin(), ms.end());
         const double med = ms[ms.size() / 2];
         printf("{\"layers\":%d,\"partials\":%d,\"form\":\"%s\",\"launch_ms\":%.4f,\"us_per_phase\":%.3f,\"p10_ms\":%.4f,\"p90_ms\":%.4f}\n",
-               L, P, kNames[f], med, med * 1000.0 / (4 * L), ms[ms.size() / 10], ms[ms.size() * 9 / 10]);
+               L, P, kNames[f], med, med * 1000.0 / ((is_fused(f) ? 3 : 4) * L), ms[ms.size() / 10], ms[ms.size() * 9 / 10]);
       }
   return 0;
 }

@@ -154,6 +154,21 @@ int upload(tb_engine* e, uint16_t** dst, const uint16_t* src, size_t n, const ch
   return 0;
 }
 
+// out = in^T for a rows x cols bf16 matrix (32 x 32 tiles through shared memory).
+__global__ void transpose_bf16(const uint16_t* in, uint16_t* out, int rows, int cols) {
+  __shared__ uint16_t t[32][33];
+  const int c0 = blockIdx.x * 32, r0 = blockIdx.y * 32;
+  for (int k = threadIdx.y; k < 32; k += blockDim.y) {
+    const int r = r0 + k, c = c0 + threadIdx.x;
+    if (r < rows && c < cols) t[k][threadIdx.x] = in[(size_t)r * cols + c];
+  }
+  __syncthreads();
+  for (int k = threadIdx.y; k < 32; k += blockDim.y) {
+    const int c = c0 + k, r = r0 + threadIdx.x;
+    if (r < rows && c < cols) out[(size_t)c * rows + r] = t[threadIdx.x][k];
+  }
+}
+
 int check_dims(const tb_stack_dims& d, const char* name) {
   if (d.hidden <= 0 || d.intermediate <= 0 || d.layers <= 0 || d.heads <= 0 || d.kv_heads <= 0 || d.vocab <= 0)
     return fail("%s: sizes must be positive", name);
@@ -197,6 +212,13 @@ int build_stack(tb_engine* e, const tb_stack_dims& d, const tb_layer* layers, co
     L.up = p;
     if (upload(e, &p, w.down, H * I, what)) return -1;
     L.down = p;
+    // The one-phase MLP (gate_up_down) reads W_down by its input rows; the
+    // prefill paths keep the checkpoint's layout.
+    uint16_t* dt;
+    if (e->alloc(&dt, H * I)) return -1;
+    transpose_bf16<<<dim3((unsigned)((I + 31) / 32), (unsigned)((H + 31) / 32)), dim3(32, 8)>>>(p, dt, (int)H, (int)I);
+    CK(cudaGetLastError());
+    L.down_t = dt;
   }
   LayerD* dl;
   if (e->alloc(&dl, hl.size())) return -1;
@@ -457,11 +479,15 @@ tb_engine* tb_create(const tb_weights* w, int device) {
   }
   const size_t limit = prop.sharedMemPerBlockOptin - static_smem;
   int mmax = 8;
+  // gate_up_down: normed x, act, residual and the down partials.
+  size_t mlp = 0;
+  for (const tb_stack_dims* d : {&T, &C})
+    mlp = std::max(mlp, (size_t)(2 * d->hidden + d->intermediate + std::max(d->hidden, 8 * NT)) * 4);
   auto need = [&](int mm) {
     const size_t xs = (size_t)mm * std::max(maxK, 2 * T.hidden) * 4;
     const size_t at = (size_t)(HD + 2 * mm * HD + TILE + NW * HD + 2 * NW) * 4;
     const size_t sa = (size_t)maxV * 20 + 16;
-    return fixed + std::max({xs, at, sa});
+    return fixed + std::max({xs, at, sa, mlp});
   };
   while (mmax > 2 && need(mmax) > limit) mmax /= 2;
   if (need(mmax) > limit) {
@@ -559,7 +585,8 @@ tb_engine* tb_create(const tb_weights* w, int device) {
   P.act_stride = std::max(T.intermediate, C.intermediate);
   const int nhmax = std::max(T.heads, C.heads);
   e->hist_words = (size_t)(V + 31) / 32;
-  if (e->alloc(&P.x, (size_t)mmax * P.xstride) || e->alloc(&P.qkv, (size_t)mmax * P.qkv_stride) ||
+  if (e->alloc(&P.x, (size_t)mmax * P.xstride) || e->alloc(&P.xfix, 2 * (size_t)P.xstride) ||
+      e->alloc(&P.qkv, (size_t)mmax * P.qkv_stride) ||
       // part: the chunked attention's partials, or attention_o's per-head O rows.
       e->alloc(&P.part, std::max((size_t)mmax * nhmax * P.cmax * PSTRIDE, (size_t)nhmax * P.xstride)) ||
       e->alloc(&P.act, (size_t)mmax * P.act_stride) ||

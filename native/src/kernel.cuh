@@ -45,6 +45,7 @@ constexpr int SM_XS = 3072;  // red 256 B, sf 256 B, sint (64 + 512 ints), codes
 
 struct LayerD {
   const uint16_t *in_norm, *post_norm, *qkv, *o, *q_norm, *k_norm, *gate, *up, *down;
+  const uint16_t* down_t;  // W_down transposed, [I][H]: the one-phase MLP's split-K rows
 };
 
 struct StackD {
@@ -71,6 +72,7 @@ struct Params {
   int V, Vp, G, eos, supp_from, min_new, mask_eos;
   float* x;       // residual [mmax][xstride]
   int xstride;
+  long long* xfix;  // [2][xstride]: the one-phase MLP's residual sums (fixed point, by layer parity)
   float* qkv;     // [mmax][qkv_stride]
   int qkv_stride;
   float* part;    // attention partials [mmax][nh][cmax][PSTRIDE]
@@ -110,6 +112,14 @@ __device__ __forceinline__ uint16_t f2bf(float f) {
   u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest even
   return (uint16_t)(u >> 16);
 }
+
+// The one-phase MLP (gate_up_down) sums the next residual from every CTA's
+// partial with 64-bit integer red.add (fixed point): integer sums do not depend on the order
+// the CTAs arrive in, so a step gives the same bits every run (float atomics
+// would not, and sampling must be reproducible). 32 fraction bits: |x| < 2^31,
+// resolution 2.3e-10; out-of-range values saturate (cvt clamps).
+__device__ __forceinline__ long long to_fix(float f) { return __float2ll_rn(f * 4294967296.f); }
+__device__ __forceinline__ float from_fix(long long v) { return __ll2float_rn(v) * (1.f / 4294967296.f); }
 
 // Weights are read once per step and never written: stream them past L1.
 __device__ __forceinline__ uint4 ldw(const uint4* p) {
@@ -376,9 +386,10 @@ __device__ __forceinline__ float rms_scale(float ss, int H, float eps, float* re
 
 // RMSNorm of m rows in place in shared memory (fp32: x * rsqrt(mean(x^2)+eps) * w).
 // src, when not null, is first copied in (data written earlier in this launch:
-// L1-bypassing loads).
+// L1-bypassing loads). fsrc (one row, instead of src): the fixed-point sums of
+// gate_up_down.
 __device__ __forceinline__ void norm_rows(float* xs, int xstride, const float* src, int src_stride, int m, int H,
-                          const uint16_t* w, float eps, float* red) {
+                          const uint16_t* w, float eps, float* red, const long long* fsrc = nullptr) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   // The norm weights do not depend on the barrier: issue their loads first so
   // they overlap the activation loads (one L2 round trip instead of two).
@@ -397,7 +408,7 @@ __device__ __forceinline__ void norm_rows(float* xs, int xstride, const float* s
 #pragma unroll
     for (int k = 0; k < 4; k++) {
       const int i = threadIdx.x + k * NT;
-      v[k] = i < H ? (src ? __ldcg(src + i) : xs[i]) : 0.f;
+      v[k] = i < H ? (fsrc ? from_fix(__ldcg(fsrc + i)) : src ? __ldcg(src + i) : xs[i]) : 0.f;
     }
     // Squared after all four loads (see the down projection's prelude).
 #pragma unroll
@@ -411,7 +422,11 @@ __device__ __forceinline__ void norm_rows(float* xs, int xstride, const float* s
     __syncthreads();
     return;
   }
-  if (src) {
+  if (fsrc) {
+    batched<4>(
+        H, [&](int i) { return from_fix(__ldcg(fsrc + i)); }, [&](int i, float v) { xs[i] = v; });
+    __syncthreads();
+  } else if (src) {
     batched<4>(
         m * H,
         [&](int i) {
@@ -787,15 +802,15 @@ __device__ void attention_o(const Params& a, const StackD& S, int l, int pos, co
   }
 }
 
-// Prelude of the phase after attention_o: x + sum over heads h = 0..nh-1 (in
-// that order) of opart[h], the new residual, into xs and RMSNorm'd there. CTA
-// 0 also writes the un-normed residual to xo (a.x row 1: the other CTAs still
-// read row 0 here); the down projection adds onto it into row 0. A thread owns
-// two adjacent elements (H is a multiple of 8): x and 16 heads' float2 loads
+// Prelude of the phase after attention_o: x (gate_up_down's fixed-point sums)
+// + sum over heads h = 0..nh-1 (in that order) of opart[h], the new residual,
+// into xs and RMSNorm'd there, and un-normed into the shared xr (gate_up_down
+// adds the elements its CTA owns into the next residual). A thread owns two
+// adjacent elements (H is a multiple of 8): x and 16 heads' float2 loads
 // are all issued before any use, one round trip for H <= 2 x NT (float2s: 32
 // floats live but half the address registers of scalar loads, which grew the
 // kernel's stack frame).
-__device__ __forceinline__ void norm_resid(float* xs, const float* x, float* xo, const float* opart, int nh, int H,
+__device__ __forceinline__ void norm_resid(float* xs, const long long* x, float* xr, const float* opart, int nh, int H,
                                            const uint16_t* w, float eps, float* red) {
   float wv[4];
 #pragma unroll
@@ -810,7 +825,8 @@ __device__ __forceinline__ void norm_resid(float* xs, const float* x, float* xo,
     // Predicated loads (zero past H) rather than a branch around the
     // whole body (see the down projection's prelude).
     const bool in = i < H;
-    const float2 xv = in ? __ldcg(reinterpret_cast<const float2*>(x + i)) : make_float2(0.f, 0.f);
+    const longlong2 xf = in ? __ldcg(reinterpret_cast<const longlong2*>(x + i)) : make_longlong2(0, 0);
+    const float2 xv = make_float2(from_fix(xf.x), from_fix(xf.y));
     float2 s = make_float2(0.f, 0.f);
     for (int h0 = 0; h0 < nh; h0 += HC) {
       float2 p[HC];
@@ -827,7 +843,7 @@ __device__ __forceinline__ void norm_resid(float* xs, const float* x, float* xo,
     const float2 v = make_float2(xv.x + s.x, xv.y + s.y);
     if (in) {
       *reinterpret_cast<float2*>(xs + i) = v;
-      if (blockIdx.x == 0) *reinterpret_cast<float2*>(xo + i) = v;
+      *reinterpret_cast<float2*>(xr + i) = v;
     }
     ss += v.x * v.x;  // 0 past H
     ss += v.y * v.y;
@@ -845,13 +861,81 @@ __device__ __forceinline__ void norm_resid(float* xs, const float* x, float* xo,
   __syncthreads();
 }
 
+// The MLP of a one-token fused step in one phase (one grid barrier instead of
+// two): gate/up deals CTA b the rows j = b + grid * m, so the CTA holds their
+// act values itself and multiplies them by the same rows of W_down^T, a
+// split-K share of the down projection (an H-wide partial). Every CTA adds its
+// partial, and the un-normed residual elements o = b (mod grid) it owns, into
+// the next residual with 64-bit integer red.add (to_fix): xfix row l & 1,
+// which run_stack zeroed. The layer's input is row (l + 1) & 1 (for layer 0
+// the step's input, written there by CTA 0). Shared memory past xs: act [I],
+// residual [H], partials [ng][H] (engine.cu sizes it).
+// Micro-benchmark (native/micro/handoff.cu, H100, 28 layers of 0.6B shapes,
+// 16 head partials): 0.570 -> 0.520 ms against the four-phase layer.
+__device__ __forceinline__ void gate_up_down(const Params& a, const StackD& S, const LayerD& Lw, int l, float* xs,
+                                             float* red, Grid* gp) {
+  const int H = S.H, I = S.I, G = gridDim.x, b = blockIdx.x;
+  float* act = xs + H;  // act[j] for this CTA's rows j only
+  float* xr = act + I;
+  float* part = xr + H;
+  const int nj = (I - b + G - 1) / G;  // this CTA's rows j = b + G m, m < nj
+  matvec_gate_up<1>(Lw.gate, Lw.up, I, H, xs, H, 1, act, 0, [&] {
+    norm_resid(xs, a.xfix + (size_t)((l + 1) & 1) * a.xstride, xr, a.part, S.nh, H, Lw.post_norm, S.eps, red);
+  });
+  // Thread t: outputs 8c..8c+7 of chunk c = t % nc, over the CTA's rows m =
+  // t / nc + ng k (all ng groups' loads of a batch in flight at once).
+  constexpr int KB = 6;  // the 0.6B on 132 SMs: 24 rows a CTA, 4 groups, one batch
+  const int nc = H >> 3, ng = max(1, NT / nc), gi = threadIdx.x / nc;
+  __syncthreads();
+  prof_mark(gp, PH_GU);
+  for (int c = threadIdx.x % nc; gi < ng && c < nc; c += NT) {
+    float sum[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    for (int m0 = gi; m0 < nj; m0 += ng * KB) {
+      uint4 w[KB];
+#pragma unroll
+      for (int k = 0; k < KB; k++) {
+        const int m = m0 + ng * k;
+        w[k] = m < nj ? ldw(reinterpret_cast<const uint4*>(Lw.down_t + (size_t)(b + G * m) * H) + c)
+                      : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int k = 0; k < KB; k++) {
+        const int m = m0 + ng * k;
+        const float v = m < nj ? act[b + G * m] : 0.f;
+        sum[0] = fmaf(bflo(w[k].x), v, sum[0]);
+        sum[1] = fmaf(bfhi(w[k].x), v, sum[1]);
+        sum[2] = fmaf(bflo(w[k].y), v, sum[2]);
+        sum[3] = fmaf(bfhi(w[k].y), v, sum[3]);
+        sum[4] = fmaf(bflo(w[k].z), v, sum[4]);
+        sum[5] = fmaf(bfhi(w[k].z), v, sum[5]);
+        sum[6] = fmaf(bflo(w[k].w), v, sum[6]);
+        sum[7] = fmaf(bfhi(w[k].w), v, sum[7]);
+      }
+    }
+#pragma unroll
+    for (int e = 0; e < 8; e++) part[gi * H + c * 8 + e] = sum[e];
+  }
+  __syncthreads();
+  long long* dst = a.xfix + (size_t)(l & 1) * a.xstride;
+  for (int o = threadIdx.x; o < H; o += NT) {
+    float y = 0.f;
+    for (int g = 0; g < ng; g++) y += part[g * H + o];
+    if (o % G == b) y += xr[o];
+    asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(dst + o), "l"(to_fix(y)) : "memory");
+  }
+}
+
 // ---------------------------------------------------------------- the stack
 
 // Runs all layers of S over m tokens at positions p0..p0+m-1. The raw input
 // rows are in xs (stride S.H) and, written by CTA 0, in a.x. FUSE (one-token
 // steps of decode_kernel<true>; prefill and the two-token predictor step keep
 // five phases): attention and the O projection run as one phase
-// (attention_o, then norm_resid in D's prelude), four barriers a layer.
+// (attention_o, then norm_resid in the MLP's prelude), and the MLP as another
+// (gate_up_down), three barriers a layer. The residual then lives in a.xfix
+// as fixed-point sums: the step's input in row 1 (CTA 0 writes it there, and
+// the raw rows to xs or a.x row 0 as for the other paths), layer l's output in
+// row l & 1, so the stack's output is row (L - 1) & 1 (head's fsrc).
 template <int MT, bool FUSE = false>
 __device__ void run_stack(const Params& a, const StackD& S, int m, int p0, int C, float* xs, float* red,
                           Grid& g, bool input_in_smem) {
@@ -859,10 +943,8 @@ __device__ void run_stack(const Params& a, const StackD& S, int m, int p0, int C
   float* x = a.x;
   const int xsd = a.xstride;
   // Compile-time: both paths inlined under a run-time branch grew the stack
-  // frame from 208 to 512 bytes. The residual goes through a.x row 1 (mmax
-  // >= 2; free when m == 1).
+  // frame from 208 to 512 bytes.
   constexpr bool fuse = FUSE && MT == 1;
-  const int xro = fuse ? xsd : 0;  // where phase E reads the residual from
   for (int l = 0; l < S.L; l++) {
     // By value: the barriers' memory clobbers would otherwise reload the
     // pointers from global memory (an L2 round trip) in every phase.
@@ -873,16 +955,30 @@ __device__ void run_stack(const Params& a, const StackD& S, int m, int p0, int C
     matvec<MT>(
         Lw.qkv, QN, H, xs, H, m, [&](int r, int t, float v) { qkv[(size_t)t * qs + r] = v; },
         [&] {
-          if (l == 0 && input_in_smem)
+          if constexpr (fuse) {  // layer 0 from xs unless the input is only in xfix (1.7B projection)
+            const bool fixed = l > 0 || !input_in_smem;
+            norm_rows(xs, H, nullptr, 0, 1, H, Lw.in_norm, S.eps, red,
+                      fixed ? a.xfix + (size_t)((l + 1) & 1) * xsd : nullptr);
+          } else if (l == 0 && input_in_smem)
             norm_rows(xs, H, nullptr, 0, m, H, Lw.in_norm, S.eps, red);
           else
             norm_rows(xs, H, x, xsd, m, H, Lw.in_norm, S.eps, red);
         });
     g.sync(PH_QKV);
     if constexpr (fuse) {
-      // B+C: attention and the per-head O partials (summed by D's prelude)
+      // B+C: attention and the per-head O partials (summed by the MLP's prelude)
       attention_o(a, S, l, p0, Lw.o, Lw.q_norm, Lw.k_norm, xs, &g);
+      // The MLP below sums into xfix row l & 1, last read by layer l - 1's
+      // preludes, a barrier ago: zero it.
+      if (blockIdx.x == gridDim.x - 1) {
+        long long* next = a.xfix + (size_t)(l & 1) * xsd;
+        for (int i = threadIdx.x; i < H; i += NT) next[i] = 0;
+      }
       g.sync(PH_O);
+      // D+E: the MLP into xfix
+      gate_up_down(a, S, Lw, l, xs, red, &g);
+      g.sync(PH_DOWN);
+      continue;
     } else {
     // B: attention partials
     attention(a, S, l, m, p0, C, xs);
@@ -898,20 +994,15 @@ __device__ void run_stack(const Params& a, const StackD& S, int m, int p0, int C
     g.sync(PH_O);
     }
     // D: post-attention norm + gate/up
-    matvec_gate_up<MT>(Lw.gate, Lw.up, I, H, xs, H, m, a.act, a.act_stride, [&] {
-      if constexpr (fuse) {
-        norm_resid(xs, x, x + xsd, a.part, S.nh, H, Lw.post_norm, S.eps, red);
-        return;
-      }
-      norm_rows(xs, H, x, xsd, m, H, Lw.post_norm, S.eps, red);
-    });
+    matvec_gate_up<MT>(Lw.gate, Lw.up, I, H, xs, H, m, a.act, a.act_stride,
+                       [&] { norm_rows(xs, H, x, xsd, m, H, Lw.post_norm, S.eps, red); });
     g.sync(PH_GU);
     // E: down projection into the residual
     matvec<MT, true>(
         Lw.down, H, I, xs, I, m,
         [&](int r, int t, float v) {
           float* px = x + (size_t)t * xsd + r;
-          *px = __ldcg(px + xro) + v;  // fused: D left the residual in row 1
+          *px = __ldcg(px) + v;
         },
         [&] {
           // Eight loads a thread, all issued before any store, the ones past
@@ -941,13 +1032,14 @@ __device__ void run_stack(const Params& a, const StackD& S, int m, int p0, int C
 }
 
 // Final norm of token t and a head matvec into logits; CTA 0 keeps the
-// normed hidden when hidden_out is set.
+// normed hidden when hidden_out is set. fsrc: the stack ran fused (run_stack),
+// its output is there rather than in a.x.
 __device__ void head(const Params& a, const StackD& S, int t, const uint16_t* W, int V, float* logits,
-                     float* hidden_out, float* xs, float* red, Grid& g) {
+                     float* hidden_out, float* xs, float* red, Grid& g, const long long* fsrc = nullptr) {
   matvec<1>(
       W, V, S.H, xs, S.H, 1, [&](int r, int, float v) { logits[r] = v; },
       [&] {
-        norm_rows(xs, S.H, a.x + (size_t)t * a.xstride, a.xstride, 1, S.H, S.final_norm, S.eps, red);
+        norm_rows(xs, S.H, a.x + (size_t)t * a.xstride, a.xstride, 1, S.H, S.final_norm, S.eps, red, fsrc);
         if (hidden_out && blockIdx.x == 0)
           for (int i = threadIdx.x; i < S.H; i += NT) hidden_out[i] = xs[i];
       });
@@ -1294,19 +1386,29 @@ __device__ __forceinline__ int predictor_step(const Params& a, int j, const Smem
     const int xsd = a.xstride;
     const uint16_t* b = a.proj_b;
     matvec<2>(
-        a.proj_w, S.H, H, s.xs, H, m, [&](int r, int t, float v) { x[(size_t)t * xsd + r] = v + bf(b[r]); }, [] {});
+        a.proj_w, S.H, H, s.xs, H, m,
+        [&](int r, int t, float v) {
+          x[(size_t)t * xsd + r] = v + bf(b[r]);
+          if (m == 1) a.xfix[xsd + r] = to_fix(v + bf(b[r]));  // the fused stack's input (run_stack)
+        },
+        [] {});
     g.sync(PH_PROJ);
     in_smem = false;
   } else if (blockIdx.x == 0) {
-    for (int t = 0; t < m; t++)
-      for (int i = threadIdx.x; i < H; i += NT) a.x[(size_t)t * a.xstride + i] = s.xs[t * H + i];
+    // The fused stack's input goes to xfix row 1 (run_stack).
+    if (m == 1)
+      for (int i = threadIdx.x; i < H; i += NT) a.xfix[a.xstride + i] = to_fix(s.xs[i]);
+    else
+      for (int t = 0; t < m; t++)
+        for (int i = threadIdx.x; i < H; i += NT) a.x[(size_t)t * a.xstride + i] = s.xs[t * H + i];
   }
   if (m == 2)
     run_stack<2>(a, S, 2, p0, 1, s.xs, s.red, g, in_smem);
   else
     run_stack<1, true>(a, S, 1, p0, 1, s.xs, s.red, g, in_smem);
   float* lg = a.plogits + (size_t)(j - 1) * a.Vp;
-  head(a, S, m - 1, a.cp_heads + (size_t)(j - 1) * a.Vp * S.H, a.Vp, lg, nullptr, s.xs, s.red, g);
+  head(a, S, m - 1, a.cp_heads + (size_t)(j - 1) * a.Vp * S.H, a.Vp, lg, nullptr, s.xs, s.red, g,
+       m == 1 ? a.xfix + (size_t)((S.L - 1) & 1) * a.xstride : nullptr);
   const int c = sample_block(a, lg, a.Vp, a.sp, false, a.frame, j, s.xs, s.sf, s.sint, &g);
   if (threadIdx.x == 0) g.mark(PH_SAMPLE);
   return c;
@@ -1346,12 +1448,16 @@ __device__ int talker_step(const Params& a, const Smem& s, Grid& g) {
           if (k < a.G) v += bf(in.emb[k]);
         v += in.text;
         s.xs[i] = v;
-        if (blockIdx.x == 0) a.x[i] = v;
+        if (blockIdx.x == 0) {  // the residual: xfix row 1 for the fused stack (run_stack)
+          if (FUSE) a.xfix[a.xstride + i] = to_fix(v);
+          else a.x[i] = v;
+        }
       });
   __syncthreads();
   if (threadIdx.x == 0) g.mark(PH_OTHER);
   run_stack<1, FUSE>(a, S, 1, a.tpos, a.chunks, s.xs, s.red, g, true);
-  head(a, S, 0, a.codec_head, a.V, a.tlogits, a.hidden, s.xs, s.red, g);
+  head(a, S, 0, a.codec_head, a.V, a.tlogits, a.hidden, s.xs, s.red, g,
+       FUSE ? a.xfix + (size_t)((S.L - 1) & 1) * a.xstride : nullptr);
   const int c = sample_block(a, a.tlogits, a.V, a.st, true, a.frame + 1, 0, s.xs, s.sf, s.sint, &g);
   if (threadIdx.x == 0) g.mark(PH_SAMPLE);
   return c;
