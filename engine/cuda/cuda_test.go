@@ -156,18 +156,56 @@ func argmax(l []float32) int {
 func TestGoldenTeacherForcedLogits(t *testing.T) {
 	requireGPU(t)
 	for _, p := range []struct{ name, env string }{{"tensor-cores", prefillTensorCores}, {"passes", prefillPasses}} {
-		t.Run("prefill="+p.name, func(t *testing.T) { goldenTeacherForcedLogits(t, p.env) })
+		t.Run("prefill="+p.name, func(t *testing.T) { goldenTeacherForcedLogits(t, p.env, false) })
 	}
 }
 
-func goldenTeacherForcedLogits(t *testing.T, prefill string) {
+// The same on a grid with a quarter of the SMs left to the GPU codec, as the
+// app runs the LM: every loop strides by the grid, and the one-phase MLP
+// splits W_down over the CTAs (each adds its share into the residual), so a
+// smaller grid changes which CTA computes what but not the result.
+func TestGoldenTeacherForcedLogitsReservedSMs(t *testing.T) {
+	requireGPU(t)
+	goldenTeacherForcedLogits(t, prefillTensorCores, true)
+}
+
+// A new LM (not the shared one of engineWithPrefill) launching on a quarter
+// fewer SMs.
+func reservedLM(t *testing.T, dir string) *LM {
+	t.Helper()
+	m, err := model.Load(dir, model.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lm, err := NewLM(m, Options{MaxPositions: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lm.Close() })
+	grid, _, _, _ := lm.Geometry()
+	if err := lm.ReserveSMs(grid / 4); err != nil {
+		t.Fatal(err)
+	}
+	if g, _, _, _ := lm.Geometry(); g != grid-grid/4 {
+		t.Fatalf("grid %d after reserving %d of %d SMs", g, grid/4, grid)
+	}
+	return lm
+}
+
+func goldenTeacherForcedLogits(t *testing.T, prefill string, reserve bool) {
 	for _, name := range cvCases(t) {
 		t.Run(name, func(t *testing.T) {
 			c := golden.OpenCase(t, name)
 			if !c.Has("talker_logits") || !c.Has("trailing_text_hidden") || len(c.Shape("prefill_embeds")) != 2 {
 				t.Skip("no single-utterance talker logits in this case")
 			}
-			lm := engineWithPrefill(t, c.Checkpoint, prefill)
+			var lm *LM
+			if reserve {
+				t.Setenv(EnvPrefill, prefill)
+				lm = reservedLM(t, c.Checkpoint)
+			} else {
+				lm = engineWithPrefill(t, c.Checkpoint, prefill)
+			}
 			want := goldenCodes(c)
 			wantT := c.F32("talker_logits")
 			wantP := c.F32("code_predictor_logits_frame0")
