@@ -367,6 +367,12 @@ func TestSamplerMatchesCPU(t *testing.T) {
 					logits[rng.IntN(V)] = float32(math.Inf(-1))
 				}
 				logits[rng.IntN(V)] = float32(math.NaN())
+			case 3: // a spike far above the rest: the top-k bins are too coarse (radix fallback)
+				logits[rng.IntN(V)] = 1e6
+			case 4: // every logit equal: no span to bin (radix fallback), every one kept
+				for i := range logits {
+					logits[i] = 2.5
+				}
 			}
 			for _, p := range []sample.Params{
 				sample.Greedy(),
@@ -379,19 +385,22 @@ func TestSamplerMatchesCPU(t *testing.T) {
 			} {
 				for d := 0; d < 4; d++ {
 					seed, frame, group := uint64(trial*7+d), 3+d, d%16
-					got, err := lm.sampleOnce(logits, p, seed, frame, group)
-					if err != nil {
-						t.Fatal(err)
-					}
 					want, err := cpu.Pick(logits, p, sample.Uniform(seed, frame, group))
 					if err != nil {
 						t.Fatal(err)
 					}
-					draws++
-					if got != want {
-						t.Errorf("V %d trial %d %+v draw (%d,%d,%d): GPU %d, CPU %d", V, trial, p, seed, frame, group, got, want)
-					} else {
-						checked++
+					// The frame loop's fast paths and the reference forms they fall back to.
+					for _, exact := range []bool{false, true} {
+						got, err := lm.sampleOnce(logits, p, seed, frame, group, exact)
+						if err != nil {
+							t.Fatal(err)
+						}
+						draws++
+						if got != want {
+							t.Errorf("V %d trial %d %+v exact %v draw (%d,%d,%d): GPU %d, CPU %d", V, trial, p, exact, seed, frame, group, got, want)
+						} else {
+							checked++
+						}
 					}
 				}
 			}

@@ -246,8 +246,9 @@ func (lm *LM) validate(p backend.Prompt, opt backend.GenerateOptions) error {
 
 // sampleOnce runs the GPU sampler alone on logits, with p as the code
 // predictor's sampler and draw (seed, frame, group). Tests check that it
-// picks exactly what engine/sample picks.
-func (lm *LM) sampleOnce(logits []float32, p sample.Params, seed uint64, frame, group int) (int, error) {
+// picks exactly what engine/sample picks, with the fast paths the frame loop
+// runs and (exact) with the reference forms they fall back to.
+func (lm *LM) sampleOnce(logits []float32, p sample.Params, seed uint64, frame, group int, exact bool) (int, error) {
 	lm.mu.Lock()
 	defer lm.mu.Unlock()
 	if lm.e == nil {
@@ -263,7 +264,7 @@ func (lm *LM) sampleOnce(logits []float32, p sample.Params, seed uint64, frame, 
 		return -1, lastError("sampling")
 	}
 	var id C.int32_t
-	if C.c_sample(lm.e, (*C.float)(unsafe.Pointer(&logits[0])), C.int(len(logits)), C.int(frame), C.int(group), &id) != 0 {
+	if C.c_sample(lm.e, (*C.float)(unsafe.Pointer(&logits[0])), C.int(len(logits)), C.int(frame), C.int(group), C.int(boolInt(exact)), &id) != 0 {
 		return -1, lastError("sample")
 	}
 	return int(id), nil

@@ -23,7 +23,7 @@ typedef struct {
 	int (*frame_codes)(tb_engine *, int32_t *);
 	int (*read_logits)(tb_engine *, float *, float *, float *);
 	int (*bench)(tb_engine *, int, int, float *);
-	int (*sample)(tb_engine *, const float *, int, int, int, int32_t *);
+	int (*sample)(tb_engine *, const float *, int, int, int, int, int32_t *);
 	int (*project_text)(tb_engine *, const float *, int, float *);
 } tb_api;
 
@@ -67,5 +67,5 @@ int c_frame_wait(tb_engine *e, int32_t *c, int32_t *g) { return api.frame_wait(e
 int c_frame_codes(tb_engine *e, int32_t *c) { return api.frame_codes(e, c); }
 int c_read_logits(tb_engine *e, float *t, float *h, float *p) { return api.read_logits(e, t, h, p); }
 int c_bench(tb_engine *e, int what, int iters, float *ms) { return api.bench(e, what, iters, ms); }
-int c_sample(tb_engine *e, const float *l, int n, int f, int g, int32_t *o) { return api.sample(e, l, n, f, g, o); }
+int c_sample(tb_engine *e, const float *l, int n, int f, int g, int x, int32_t *o) { return api.sample(e, l, n, f, g, x, o); }
 int c_project_text(tb_engine *e, const float *x, int rows, float *out) { return api.project_text(e, x, rows, out); }

@@ -20,6 +20,6 @@ int c_frame_wait(tb_engine *e, int32_t *c, int32_t *g);
 int c_frame_codes(tb_engine *e, int32_t *c);
 int c_read_logits(tb_engine *e, float *t, float *h, float *p);
 int c_bench(tb_engine *e, int what, int iters, float *ms);
-int c_sample(tb_engine *e, const float *l, int n, int f, int g, int32_t *o);
+int c_sample(tb_engine *e, const float *l, int n, int f, int g, int x, int32_t *o);
 int c_project_text(tb_engine *e, const float *x, int rows, float *out);
 #endif

@@ -28,7 +28,7 @@
 extern "C" {
 #endif
 
-#define TB_ABI_VERSION 4
+#define TB_ABI_VERSION 5
 
 typedef struct tb_engine tb_engine;
 
@@ -140,8 +140,11 @@ int tb_read_logits(tb_engine *e, float *talker, float *hidden, float *predictor)
  * The GPU sampler alone, for tests: draws from n raw logits with the
  * code-predictor sampler and seed of tb_set_sampling (no talker processing),
  * as draw (frame, group); *out receives the id (-1: no finite logit).
+ * exact = 1 runs the reference forms of the top-k select and the draw that
+ * the fast paths fall back to (radix select, serial float64 chain): the
+ * picks must be the same either way.
  */
-int tb_sample(tb_engine *e, const float *logits, int n, int frame, int group, int32_t *out);
+int tb_sample(tb_engine *e, const float *logits, int n, int frame, int group, int exact, int32_t *out);
 
 /*
  * The talker's text projection: out (rows x H floats) = fc2(SiLU(fc1 x + b1)) + b2

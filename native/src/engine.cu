@@ -805,7 +805,7 @@ int tb_read_logits(tb_engine* e, float* talker, float* hidden, float* predictor)
   return 0;
 }
 
-int tb_sample(tb_engine* e, const float* logits, int n, int frame, int group, int32_t* out) {
+int tb_sample(tb_engine* e, const float* logits, int n, int frame, int group, int exact, int32_t* out) {
   if (!e || !logits || !out) return fail("tb_sample: null argument");
   if (n <= 0 || n > e->maxV) return fail("tb_sample: %d logits, want 1..%d", n, e->maxV);
   if (e->pending) return fail("tb_sample with frames pending");
@@ -818,7 +818,7 @@ int tb_sample(tb_engine* e, const float* logits, int n, int frame, int group, in
   const size_t smem = SM_XS + (size_t)CAND * 16 + (size_t)n * 4;
   cudaError_t err = cudaMemcpyAsync(d, logits, (size_t)n * 4, cudaMemcpyHostToDevice, e->stream);
   if (err == cudaSuccess) {
-    sample_kernel<<<1, NT, smem, e->stream>>>(e->P, d, n, frame, group, d_id);
+    sample_kernel<<<1, NT, smem, e->stream>>>(e->P, d, n, frame, group, exact != 0, d_id);
     err = cudaGetLastError();
   }
   if (err == cudaSuccess) err = cudaMemcpyAsync(&id, d_id, 4, cudaMemcpyDeviceToHost, e->stream);

@@ -1067,27 +1067,6 @@ __device__ __forceinline__ float fkey_inv(uint32_t k) {
   return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
 }
 
-// Exclusive block scan of one int per thread; *total gets the sum.
-__device__ int block_scan(int v, int* sint, int* total) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  int inc = v;
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const int n = __shfl_up_sync(0xffffffffu, inc, o);
-    if (lane >= o) inc += n;
-  }
-  if (lane == 31) sint[warp] = inc;
-  __syncthreads();
-  int base = 0, tot = 0;
-  for (int w = 0; w < NW; w++) {
-    if (w < warp) base += sint[w];
-    tot += sint[w];
-  }
-  __syncthreads();
-  *total = tot;
-  return base + inc - v;
-}
-
 // First index of the largest finite value (NaN and -inf skipped); -1 if none.
 __device__ int block_argmax(const float* sv, int V, float* sf, int* sint) {
   float bv = 0.f;
@@ -1187,19 +1166,200 @@ __device__ float kth_largest(const float* sv, int V, int k, int* hist, int* sint
 // off or very large) use this CTA's slice of Params::samp_scratch.
 constexpr int CAND = 512;
 
+// Top-k threshold, fast path: the k-th largest of the candidates in sv (-inf
+// marks the others) in two barriers instead of the radix select's nine. The
+// candidates lie in [lo, hi]; bin(v) = floor((hi - v) x 256 / (hi - lo)) is
+// monotone (v > w implies bin(v) <= bin(w)), so every value in a bin below the
+// k-th's bin B is larger than every value in B, and the k-th is the kk-th
+// largest inside B, ranked by one warp. hist (256 ints) is zero and sint[8]
+// (the gather counter) too; cand has room for 32 floats. Returns false (the
+// caller runs the radix select) when the span is not a positive finite float
+// or B holds more than 32 values (ties, or a spike far above the rest).
+__device__ __forceinline__ bool kth_by_bins(const float* sv, int V, int k, float lo, float hi, int* hist,
+                                            int* sint, float* cand, float* thr) {
+  const int lane = threadIdx.x & 31;
+  const float span = hi - lo;
+  if (!(span > 0.f && span < CUDART_INF_F)) return false;  // the same in every thread
+  const float scale = 256.f / span;
+  auto bin = [&](float v) { return min(255, (int)((hi - v) * scale)); };
+  for (int i = threadIdx.x; i < V; i += NT) {
+    const float v = sv[i];
+    if (v != -CUDART_INF_F) atomicAdd(&hist[bin(v)], 1);
+  }
+  __syncthreads();
+  // Every warp finds B itself (no barrier to publish it): lane l's 8 bins,
+  // counted from the top, and the lane whose running count reaches k.
+  int h[8], cnt = 0;
+#pragma unroll
+  for (int q = 0; q < 8; q++) {
+    h[q] = hist[8 * lane + q];
+    cnt += h[q];
+  }
+  int incl = cnt;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int n = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += n;
+  }
+  // f exists (the bins hold every candidate, and k < their number); the
+  // test guards the shuffles below all the same.
+  const int f = __ffs(__ballot_sync(0xffffffffu, incl >= k)) - 1;
+  int bsel = 0, kk = 0, c = 33;
+  if (lane == f) {
+    c = 0;
+    int run = incl - cnt;
+#pragma unroll
+    for (int q = 0; q < 8; q++) {
+      if (c == 0 && run + h[q] >= k) {
+        bsel = 8 * lane + q;
+        kk = k - run;
+        c = h[q];
+      }
+      run += h[q];
+    }
+  }
+  if (f >= 0) {
+    bsel = __shfl_sync(0xffffffffu, bsel, f);
+    kk = __shfl_sync(0xffffffffu, kk, f);
+    c = __shfl_sync(0xffffffffu, c, f);
+  }
+  if (c > 32) {
+    __syncthreads();  // the radix select clears hist: every warp must have read it
+    return false;
+  }
+  for (int i = threadIdx.x; i < V; i += NT) {
+    const float v = sv[i];
+    if (v != -CUDART_INF_F && bin(v) == bsel) cand[atomicAdd(&sint[8], 1)] = v;
+  }
+  __syncthreads();
+  // The value x of B with #(> x) < kk <= #(>= x): the k-th largest overall.
+  const float x = lane < c ? cand[lane] : 0.f;
+  int gt = 0, ge = 0;
+  for (int q = 0; q < c; q++) {
+    const float y = cand[q];
+    gt += y > x;
+    ge += y >= x;
+  }
+  const int w = __ffs(__ballot_sync(0xffffffffu, lane < c && gt < kk && kk <= ge)) - 1;
+  *thr = __shfl_sync(0xffffffffu, x, w);
+  return true;
+}
+
+// Ordered compaction (ascending id) of the candidates >= thr into ids, with
+// exp(v - mx) in float64 as the CPU computes it, into pd; returns how many.
+// Warp w owns a contiguous block of ids, 32 at a time by ballot; one barrier
+// adds the warps' counts (sint[32..32+NW)), one publishes the lists.
+template <class Dst>
+__device__ __forceinline__ int compact_kept(const float* sv, int V, float thr, double mx, int* sint, Dst dst) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int per = (V + 32 * NW - 1) / (32 * NW) * 32;
+  const int b0 = warp * per, b1 = min(V, b0 + per);
+  auto keep = [&](int i) { return i < b1 && sv[i] != -CUDART_INF_F && sv[i] >= thr; };
+  int n = 0;
+  for (int base = b0; base < b1; base += 32) n += __popc(__ballot_sync(0xffffffffu, keep(base + lane)));
+  if (lane == 0) sint[32 + warp] = n;
+  __syncthreads();
+  int off = 0, total = 0;
+  for (int w = 0; w < NW; w++) {
+    const int cw = sint[32 + w];
+    off += w < warp ? cw : 0;
+    total += cw;
+  }
+  double* pd;
+  int* ids;
+  dst(total, &pd, &ids);
+  const unsigned below = (1u << lane) - 1u;
+  for (int base = b0; base < b1; base += 32) {
+    const int i = base + lane;
+    const bool kp = keep(i);
+    const unsigned mask = __ballot_sync(0xffffffffu, kp);
+    if (kp) {
+      const int at = off + __popc(mask & below);
+      pd[at] = exp((double)sv[i] - mx);
+      ids[at] = i;
+    }
+    off += __popc(mask);
+  }
+  __syncthreads();
+  return total;
+}
+
+// The inverse-CDF draw of warp 0 in the CPU's float64 order: probabilities
+// pd[q] / sum(pd) (summed in list order), accumulated in list order, the first
+// q whose running sum exceeds u; the last if none does. That chain is serial
+// (~100 dependent float64 adds), so the warp first finds q from a parallel
+// scan: the scan's sums differ from the serial ones by under 1e-12 (relative,
+// n <= 4096), so where its running sums clear u by 1e-9 on both sides of q the
+// serial chain picks q too. Otherwise (u within 1e-9 of a boundary, about one
+// draw in 10^7, or exact) lane 0 runs the chain itself. Returns the pick (all
+// lanes).
+__device__ __forceinline__ int draw_kept(const double* pd, const int* ids, int n, double u, bool exact) {
+  const int lane = threadIdx.x & 31;
+  int pick = -1;
+  if (!exact) {
+    const int per = (n + 31) >> 5, q0 = min(n, lane * per), q1 = min(n, q0 + per);
+    double part = 0.0;
+    for (int q = q0; q < q1; q++) part += pd[q];
+    double incl = part;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const double t = __shfl_up_sync(0xffffffffu, incl, o);
+      if (lane >= o) incl += t;
+    }
+    const double total = __shfl_sync(0xffffffffu, incl, 31);
+    const double target = u * total, tol = 1e-9 * total;
+    const unsigned over = __ballot_sync(0xffffffffu, incl > target);
+    if (over) {
+      const int f = __ffs(over) - 1;
+      int got = -1;
+      if (lane == f) {
+        double cum = incl - part;
+        for (int q = q0; q < q1; q++) {
+          const double prev = cum;
+          cum += pd[q];
+          if (cum > target) {
+            if (cum - target > tol && target - prev > tol) got = ids[q];
+            break;
+          }
+        }
+      }
+      pick = __shfl_sync(0xffffffffu, got, f);
+    }
+  }
+  if (pick < 0) {
+    if (lane == 0) {
+      double sum = 0.0;
+      for (int q = 0; q < n; q++) sum += pd[q];
+      double cum = 0.0;
+      pick = ids[n - 1];
+      for (int q = 0; q < n; q++) {
+        cum += pd[q] / sum;
+        if (cum > u) {
+          pick = ids[q];
+          break;
+        }
+      }
+    }
+    pick = __shfl_sync(0xffffffffu, pick, 0);
+  }
+  return pick;
+}
+
 // Samples one token from raw logits with the engine/sample semantics.
 // Every CTA calls it with the same inputs and gets the same token.
 // region (8-byte aligned) holds CAND doubles, then V floats, then 2 x CAND ints.
+// exact (tb_sample's reference mode) skips the fast paths: the top-k by radix
+// select, the draw by the serial chain.
 __device__ int sample_block(const Params& a, const float* lg, int V, const SamplerD& sp, bool talker, int frame,
-                            int group, float* region, float* sf, int* sint, Grid* g = nullptr) {
+                            int group, float* region, float* sf, int* sint, Grid* g = nullptr, bool exact = false) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   float* sv = region + 2 * CAND;
   int* hist = sint + 64;
   const float pen = sp.penalty;
   // Processed logits (penalty, EOS mask, suppression), scaled for sampling;
-  // the same pass counts the candidates and finds their maximum.
+  // the same pass counts the candidates and finds their maximum and minimum.
   int local = 0;
-  float lmax = -CUDART_INF_F;
+  float lmax = -CUDART_INF_F, lmin = CUDART_INF_F;
   const bool use_pen = talker && pen != 1.f && pen != 0.f;
   struct Logit {
     float v;
@@ -1220,8 +1380,10 @@ __device__ int sample_block(const Params& a, const float* lg, int V, const Sampl
         }
         if (sp.do_sample) {
           v = isnan(v) ? -CUDART_INF_F : v / sp.temperature;  // NaN is no candidate
-          local += v != -CUDART_INF_F;
+          const bool cand = v != -CUDART_INF_F;
+          local += cand;
           lmax = fmaxf(lmax, v);
+          if (cand) lmin = fminf(lmin, v);
         }
         sv[i] = v;
       });
@@ -1233,44 +1395,47 @@ __device__ int sample_block(const Params& a, const float* lg, int V, const Sampl
   {
     const int c = (int)warp_sum((float)local);  // exact: V < 2^24
     lmax = warp_max(lmax);
+    lmin = -warp_max(-lmin);
     if (lane == 0) {
       sint[16 + warp] = c;
       sf[warp] = lmax;
+      sf[16 + warp] = lmin;
     }
+    // kth_by_bins's histogram and gather counter, zeroed under this barrier.
+    for (int i = threadIdx.x; i < 256; i += NT) hist[i] = 0;
+    if (threadIdx.x == 0) sint[8] = 0;
   }
   __syncthreads();
   int ncand = 0;
-  float bmax = -CUDART_INF_F;
+  float bmax = -CUDART_INF_F, bmin = CUDART_INF_F;
   for (int w = 0; w < NW; w++) {
     ncand += sint[16 + w];
     bmax = fmaxf(bmax, sf[w]);
+    bmin = fminf(bmin, sf[16 + w]);
   }
   if (ncand == 0) return -1;
   float thr = -CUDART_INF_F;
-  if (sp.top_k > 0 && sp.top_k < ncand) thr = kth_largest<2>(sv, V, sp.top_k, hist, sint);
+  if (sp.top_k > 0 && sp.top_k < ncand &&
+      (exact || !kth_by_bins(sv, V, sp.top_k, bmin, bmax, hist, sint, reinterpret_cast<float*>(hist + 256), &thr)))
+    thr = kth_largest<2>(sv, V, sp.top_k, hist, sint);
   prof_mark(g, PH_SKTH);
-  // Ordered compaction of the kept ids (ascending id), with exp(v - max) in
-  // float64 as the CPU computes it (the maximum over the kept ids is the
-  // maximum over all candidates: the largest always survives top-k).
-  const int seg = (V + NT - 1) / NT;
-  const int lo = threadIdx.x * seg, hi = min(lo + seg, V);
-  int cnt = 0;
-  for (int i = lo; i < hi; i++) cnt += (sv[i] != -CUDART_INF_F && sv[i] >= thr);
-  int nkept;
-  int off = block_scan(cnt, sint, &nkept);
-  const bool big = nkept > CAND;
-  double* pd = big ? a.samp_scratch + (size_t)blockIdx.x * 2 * V : reinterpret_cast<double*>(region);
-  int* ids = big ? reinterpret_cast<int*>(pd + V) : reinterpret_cast<int*>(sv + V);
-  int* ord = big ? ids + V : ids + CAND;
+  // The kept ids in ascending order with exp(v - max) (the maximum over the
+  // kept ids is the maximum over all candidates: the largest always survives
+  // top-k).
   const double mx = (double)bmax;
-  for (int i = lo; i < hi; i++)
-    if (sv[i] != -CUDART_INF_F && sv[i] >= thr) {
-      pd[off] = exp((double)sv[i] - mx);
-      ids[off++] = i;
-    }
-  __syncthreads();
+  double* pd = nullptr;
+  int* ids = nullptr;
+  auto lists = [&](int n, double** p, int** q) {
+    const bool big = n > CAND;
+    *p = big ? a.samp_scratch + (size_t)blockIdx.x * 2 * V : reinterpret_cast<double*>(region);
+    *q = big ? reinterpret_cast<int*>(*p + V) : reinterpret_cast<int*>(sv + V);
+    pd = *p;
+    ids = *q;
+  };
+  int nkept = compact_kept(sv, V, thr, mx, sint, lists);
   if (sp.top_p < 1.f && nkept > 1) {
     // Rank in (value desc, id asc) order, then drop the low tail as the CPU does.
+    int* ord = ids + (nkept > CAND ? V : CAND);
     for (int j = threadIdx.x; j < nkept; j += NT) {
       const int id = ids[j];
       const float v = sv[id];
@@ -1297,43 +1462,13 @@ __device__ int sample_block(const Params& a, const float* lg, int V, const Sampl
       for (int q = size; q < nkept; q++) sv[ids[ord[q]]] = -CUDART_INF_F;
     }
     __syncthreads();
-    cnt = 0;
-    for (int i = lo; i < hi; i++) cnt += (sv[i] != -CUDART_INF_F && sv[i] >= thr);
-    off = block_scan(cnt, sint, &nkept);
-    for (int i = lo; i < hi; i++)
-      if (sv[i] != -CUDART_INF_F && sv[i] >= thr) {
-        pd[off] = exp((double)sv[i] - mx);
-        ids[off++] = i;
-      }
-    __syncthreads();
+    nkept = compact_kept(sv, V, thr, mx, sint, lists);
   }
   prof_mark(g, PH_SCOMP);
   if (nkept == 1) return ids[0];
-  // Softmax and inverse CDF in the CPU's order: lane 0 of warp 0 sums, the
-  // warp divides, lane 0 accumulates and picks.
   if (warp == 0) {
-    double sum = 0.0;
-    if (lane == 0) {
-#pragma unroll 8
-      for (int q = 0; q < nkept; q++) sum += pd[q];
-    }
-    sum = __shfl_sync(0xffffffffu, sum, 0);
-    for (int q = lane; q < nkept; q += 32) pd[q] = pd[q] / sum;
-    __syncwarp();
-    if (lane == 0) {
-      const double u = uniform(a.seed, frame, group);
-      double cum = 0.0;
-      int pick = ids[nkept - 1];
-#pragma unroll 8
-      for (int q = 0; q < nkept; q++) {
-        cum += pd[q];
-        if (cum > u) {
-          pick = ids[q];
-          break;
-        }
-      }
-      sint[2] = pick;
-    }
+    const int pick = draw_kept(pd, ids, nkept, uniform(a.seed, frame, group), exact);
+    if (lane == 0) sint[2] = pick;
   }
   __syncthreads();
   return sint[2];
@@ -1629,12 +1764,13 @@ __global__ void __launch_bounds__(NT, 1) decode_kernel(const __grid_constant__ P
 
 // tb_sample: one CTA runs the sampler on given logits (tests).
 __global__ void __launch_bounds__(NT, 1) sample_kernel(const __grid_constant__ Params a, const float* lg, int V,
-                                                        int frame, int group, int32_t* out) {
+                                                        int frame, int group, bool exact, int32_t* out) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   float* red = reinterpret_cast<float*>(smem_raw);
   float* sf = red + 64;
   int* sint = reinterpret_cast<int*>(sf + 64);
-  const int c = sample_block(a, lg, V, a.sp, false, frame, group, reinterpret_cast<float*>(smem_raw + SM_XS), sf, sint);
+  const int c = sample_block(a, lg, V, a.sp, false, frame, group, reinterpret_cast<float*>(smem_raw + SM_XS), sf, sint,
+                             nullptr, exact);
   if (threadIdx.x == 0) *out = c;
 }
 
