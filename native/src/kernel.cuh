@@ -1247,6 +1247,7 @@ __device__ __forceinline__ bool kth_by_bins(const float* sv, int V, int k, float
 
 // Ordered compaction (ascending id) of the candidates >= thr into ids, with
 // exp(v - mx) in float64 as the CPU computes it, into pd; returns how many.
+// Top-p's ranking needs the lists; the draw does not (draw_kept).
 // Warp w owns a contiguous block of ids, 32 at a time by ballot; one barrier
 // adds the warps' counts (sint[32..32+NW)), one publishes the lists.
 template <class Dst>
@@ -1284,70 +1285,103 @@ __device__ __forceinline__ int compact_kept(const float* sv, int V, float thr, d
   return total;
 }
 
-// The inverse-CDF draw of warp 0 in the CPU's float64 order: probabilities
-// pd[q] / sum(pd) (summed in list order), accumulated in list order, the first
-// q whose running sum exceeds u; the last if none does. That chain is serial
-// (~100 dependent float64 adds), so the warp first finds q from a parallel
-// scan: the scan's sums differ from the serial ones by under 1e-12 (relative,
-// n <= 4096), so where its running sums clear u by 1e-9 on both sides of q the
-// serial chain picks q too. Otherwise (u within 1e-9 of a boundary, about one
-// draw in 10^7, or exact) lane 0 runs the chain itself. Returns the pick (all
-// lanes).
-__device__ __forceinline__ int draw_kept(const double* pd, const int* ids, int n, double u, bool exact) {
+// The inverse-CDF draw over the kept ids (sv[i] >= thr, -inf never) in the
+// CPU's float64 order: probabilities exp(sv[i] - mx) / their sum (summed in
+// ascending id order), accumulated in that order, the first id whose running
+// sum exceeds u; the last kept id if none does. That chain is serial, so the
+// id is found from parallel sums instead: every thread writes exp for its E
+// consecutive ids into pe (0 for the ids not kept) and their sum into bsum,
+// then warp 0 scans the blocks in two levels and walks the block where u
+// falls. Those sums differ from the serial chain's by under 1e-12 (relative,
+// V <= 4096), so where they clear u by 1e-9 on both sides of the id the chain
+// picks it too. Otherwise (about one draw in 10^7, or exact) lane 0 runs the
+// chain over pe. Every thread returns the id.
+__device__ __forceinline__ int draw_kept(const float* sv, int V, float thr, double mx, double u, bool exact,
+                                         double* pe, double* bsum, int* sint) {
   const int lane = threadIdx.x & 31;
-  int pick = -1;
-  if (!exact) {
-    const int per = (n + 31) >> 5, q0 = min(n, lane * per), q1 = min(n, q0 + per);
-    double part = 0.0;
-    for (int q = q0; q < q1; q++) part += pd[q];
-    double incl = part;
+  auto kept = [&](int i) { return sv[i] != -CUDART_INF_F && sv[i] >= thr; };
+  const int E = (V + NT - 1) / NT, i0 = threadIdx.x * E;
+  {
+    double s = 0.0;
+    for (int k = 0; k < E; k++) {
+      const int i = i0 + k;
+      if (i < V) {
+        const double e = kept(i) ? exp((double)sv[i] - mx) : 0.0;
+        pe[i] = e;
+        s += e;
+      }
+    }
+    bsum[threadIdx.x] = s;
+  }
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    constexpr int BL = NT / 32;  // blocks a lane at level 1
+    int pick = -1;
+    if (!exact) {
+      // Level 1: lane l's BL blocks, from a rotated start (shared-memory banks).
+      double part = 0.0;
 #pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const double t = __shfl_up_sync(0xffffffffu, incl, o);
-      if (lane >= o) incl += t;
-    }
-    const double total = __shfl_sync(0xffffffffu, incl, 31);
-    const double target = u * total, tol = 1e-9 * total;
-    const unsigned over = __ballot_sync(0xffffffffu, incl > target);
-    if (over) {
-      const int f = __ffs(over) - 1;
-      int got = -1;
-      if (lane == f) {
-        double cum = incl - part;
-        for (int q = q0; q < q1; q++) {
-          const double prev = cum;
-          cum += pd[q];
-          if (cum > target) {
-            if (cum - target > tol && target - prev > tol) got = ids[q];
-            break;
+      for (int k = 0; k < BL; k++) part += bsum[lane * BL + (k + lane) % BL];
+      double incl = part;
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const double t = __shfl_up_sync(0xffffffffu, incl, o);
+        if (lane >= o) incl += t;
+      }
+      const double total = __shfl_sync(0xffffffffu, incl, 31);
+      const double target = u * total, tol = 1e-9 * total;
+      const unsigned over = __ballot_sync(0xffffffffu, incl > target);
+      if (over) {
+        // Level 2: lane f's blocks in order, one a lane; then the block's ids.
+        const int f = __ffs(over) - 1;
+        const double base = __shfl_sync(0xffffffffu, incl - part, f);
+        const double p2 = lane < BL ? bsum[f * BL + lane] : 0.0;
+        double inc2 = p2;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+          const double t = __shfl_up_sync(0xffffffffu, inc2, o);
+          if (lane >= o) inc2 += t;
+        }
+        const unsigned over2 = __ballot_sync(0xffffffffu, base + inc2 > target);
+        if (over2) {
+          const int g = __ffs(over2) - 1, b0 = (f * BL + g) * E;
+          int got = -1;
+          if (lane == g) {
+            double cum = base + inc2 - p2;
+            for (int i = b0; i < min(V, b0 + E); i++) {
+              const double prev = cum;
+              cum += pe[i];
+              if (cum > target) {
+                if (cum - target > tol && target - prev > tol) got = i;
+                break;
+              }
+            }
           }
+          pick = __shfl_sync(0xffffffffu, got, g);
         }
       }
-      pick = __shfl_sync(0xffffffffu, got, f);
     }
-  }
-  if (pick < 0) {
-    if (lane == 0) {
+    if (pick < 0 && lane == 0) {
       double sum = 0.0;
-      for (int q = 0; q < n; q++) sum += pd[q];
+      for (int i = 0; i < V; i++) sum += pe[i];  // + 0 for the ids not kept changes nothing
       double cum = 0.0;
-      pick = ids[n - 1];
-      for (int q = 0; q < n; q++) {
-        cum += pd[q] / sum;
-        if (cum > u) {
-          pick = ids[q];
-          break;
-        }
+      for (int i = 0; i < V; i++) {
+        if (!kept(i)) continue;
+        pick = i;  // the last kept id when u is within rounding of 1
+        cum += pe[i] / sum;
+        if (cum > u) break;
       }
     }
-    pick = __shfl_sync(0xffffffffu, pick, 0);
+    if (lane == 0) sint[2] = pick;
   }
-  return pick;
+  __syncthreads();
+  return sint[2];
 }
 
 // Samples one token from raw logits with the engine/sample semantics.
 // Every CTA calls it with the same inputs and gets the same token.
-// region (8-byte aligned) holds CAND doubles, then V floats, then 2 x CAND ints.
+// region (8-byte aligned) holds CAND doubles, then V floats, then 2 x CAND
+// ints, then (8-byte aligned) V + NT doubles.
 // exact (tb_sample's reference mode) skips the fast paths: the top-k by radix
 // select, the draw by the serial chain.
 __device__ int sample_block(const Params& a, const float* lg, int V, const SamplerD& sp, bool talker, int frame,
@@ -1419,59 +1453,52 @@ __device__ int sample_block(const Params& a, const float* lg, int V, const Sampl
       (exact || !kth_by_bins(sv, V, sp.top_k, bmin, bmax, hist, sint, reinterpret_cast<float*>(hist + 256), &thr)))
     thr = kth_largest<2>(sv, V, sp.top_k, hist, sint);
   prof_mark(g, PH_SKTH);
-  // The kept ids in ascending order with exp(v - max) (the maximum over the
-  // kept ids is the maximum over all candidates: the largest always survives
-  // top-k).
-  const double mx = (double)bmax;
-  double* pd = nullptr;
-  int* ids = nullptr;
-  auto lists = [&](int n, double** p, int** q) {
-    const bool big = n > CAND;
-    *p = big ? a.samp_scratch + (size_t)blockIdx.x * 2 * V : reinterpret_cast<double*>(region);
-    *q = big ? reinterpret_cast<int*>(*p + V) : reinterpret_cast<int*>(sv + V);
-    pd = *p;
-    ids = *q;
-  };
-  int nkept = compact_kept(sv, V, thr, mx, sint, lists);
-  if (sp.top_p < 1.f && nkept > 1) {
-    // Rank in (value desc, id asc) order, then drop the low tail as the CPU does.
-    int* ord = ids + (nkept > CAND ? V : CAND);
-    for (int j = threadIdx.x; j < nkept; j += NT) {
-      const int id = ids[j];
-      const float v = sv[id];
-      int r = 0;
-      for (int q = 0; q < nkept; q++) {
-        const float w = sv[ids[q]];
-        r += (w > v) || (w == v && ids[q] < id);
+  const double mx = (double)bmax;  // the largest candidate always survives top-k
+  if (sp.top_p < 1.f) {
+    // Top-p ranks the kept ids by value: the ascending list (ids, exp(v - mx)
+    // in float64), ranks in (value desc, id asc) order, then the low tail
+    // dropped as the CPU does, marked -inf in sv.
+    double* pd = nullptr;
+    int* ids = nullptr;
+    const int nkept = compact_kept(sv, V, thr, mx, sint, [&](int n, double** p, int** q) {
+      const bool big = n > CAND;
+      *p = big ? a.samp_scratch + (size_t)blockIdx.x * 2 * V : reinterpret_cast<double*>(region);
+      *q = big ? reinterpret_cast<int*>(*p + V) : reinterpret_cast<int*>(sv + V);
+      pd = *p;
+      ids = *q;
+    });
+    if (nkept > 1) {
+      int* ord = ids + (nkept > CAND ? V : CAND);
+      for (int j = threadIdx.x; j < nkept; j += NT) {
+        const int id = ids[j];
+        const float v = sv[id];
+        int r = 0;
+        for (int q = 0; q < nkept; q++) {
+          const float w = sv[ids[q]];
+          r += (w > v) || (w == v && ids[q] < id);
+        }
+        ord[r] = j;
       }
-      ord[r] = j;
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      double sum = 0.0;
-      for (int q = 0; q < nkept; q++) sum += pd[ord[q]];
-      const double cut = 1.0 - (double)sp.top_p;
-      double cum = 0.0;
-      int size = nkept;
-      for (int q = nkept - 1; q > 0; q--) {
-        cum += pd[ord[q]] / sum;
-        if (cum > cut) break;
-        size = q;
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        double sum = 0.0;
+        for (int q = 0; q < nkept; q++) sum += pd[ord[q]];
+        const double cut = 1.0 - (double)sp.top_p;
+        double cum = 0.0;
+        int size = nkept;
+        for (int q = nkept - 1; q > 0; q--) {
+          cum += pd[ord[q]] / sum;
+          if (cum > cut) break;
+          size = q;
+        }
+        for (int q = size; q < nkept; q++) sv[ids[ord[q]]] = -CUDART_INF_F;
       }
-      // Mark the dropped ids with -inf so the ascending list can be rebuilt.
-      for (int q = size; q < nkept; q++) sv[ids[ord[q]]] = -CUDART_INF_F;
+      __syncthreads();
     }
-    __syncthreads();
-    nkept = compact_kept(sv, V, thr, mx, sint, lists);
   }
   prof_mark(g, PH_SCOMP);
-  if (nkept == 1) return ids[0];
-  if (warp == 0) {
-    const int pick = draw_kept(pd, ids, nkept, uniform(a.seed, frame, group), exact);
-    if (lane == 0) sint[2] = pick;
-  }
-  __syncthreads();
-  return sint[2];
+  double* pe = reinterpret_cast<double*>(sv + ((4 * CAND + V + 1) & ~1) - 2 * CAND);
+  return draw_kept(sv, V, thr, mx, uniform(a.seed, frame, group), exact, pe, pe + V, sint);
 }
 
 // ---------------------------------------------------------------- steps
