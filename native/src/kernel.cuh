@@ -154,6 +154,17 @@ __device__ __forceinline__ float warp_max(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
+// Inclusive prefix sum over the warp's lanes (lane order).
+template <class T>
+__device__ __forceinline__ T warp_incl_scan(T v) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const T n = __shfl_up_sync(0xffffffffu, v, o);
+    if (lane >= o) v += n;
+  }
+  return v;
+}
 
 // Calls use(i, load(i)) for this thread's elements i = threadIdx.x + q * NT
 // < n, B at a time, every load of a batch issued before any use: a loop that
@@ -1195,12 +1206,7 @@ __device__ __forceinline__ bool kth_by_bins(const float* sv, int V, int k, float
     h[q] = hist[8 * lane + q];
     cnt += h[q];
   }
-  int incl = cnt;
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const int n = __shfl_up_sync(0xffffffffu, incl, o);
-    if (lane >= o) incl += n;
-  }
+  const int incl = warp_incl_scan(cnt);
   // f exists (the bins hold every candidate, and k < their number); the
   // test guards the shuffles below all the same.
   const int f = __ffs(__ballot_sync(0xffffffffu, incl >= k)) - 1;
@@ -1322,12 +1328,7 @@ __device__ __forceinline__ int draw_kept(const float* sv, int V, float thr, doub
       double part = 0.0;
 #pragma unroll
       for (int k = 0; k < BL; k++) part += bsum[lane * BL + (k + lane) % BL];
-      double incl = part;
-#pragma unroll
-      for (int o = 1; o < 32; o <<= 1) {
-        const double t = __shfl_up_sync(0xffffffffu, incl, o);
-        if (lane >= o) incl += t;
-      }
+      const double incl = warp_incl_scan(part);
       const double total = __shfl_sync(0xffffffffu, incl, 31);
       const double target = u * total, tol = 1e-9 * total;
       const unsigned over = __ballot_sync(0xffffffffu, incl > target);
@@ -1336,12 +1337,7 @@ __device__ __forceinline__ int draw_kept(const float* sv, int V, float thr, doub
         const int f = __ffs(over) - 1;
         const double base = __shfl_sync(0xffffffffu, incl - part, f);
         const double p2 = lane < BL ? bsum[f * BL + lane] : 0.0;
-        double inc2 = p2;
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-          const double t = __shfl_up_sync(0xffffffffu, inc2, o);
-          if (lane >= o) inc2 += t;
-        }
+        const double inc2 = warp_incl_scan(p2);
         const unsigned over2 = __ballot_sync(0xffffffffu, base + inc2 > target);
         if (over2) {
           const int g = __ffs(over2) - 1, b0 = (f * BL + g) * E;
