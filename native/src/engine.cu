@@ -486,7 +486,7 @@ tb_engine* tb_create(const tb_weights* w, int device) {
   auto need = [&](int mm) {
     const size_t xs = (size_t)mm * std::max(maxK, 2 * T.hidden) * 4;
     const size_t at = (size_t)(HD + 2 * mm * HD + TILE + NW * HD + 2 * NW) * 4;
-    const size_t sa = (size_t)maxV * 20 + (size_t)CAND * 16 + NT * 8 + 16;  // sample_block's region
+    const size_t sa = sample_region_bytes(maxV);
     return fixed + std::max({xs, at, sa, mlp});
   };
   while (mmax > 2 && need(mmax) > limit) mmax /= 2;
@@ -815,7 +815,7 @@ int tb_sample(tb_engine* e, const float* logits, int n, int frame, int group, in
   CK(cudaMalloc(&d, (size_t)n * 4 + 16));
   d_id = reinterpret_cast<int32_t*>(d + n);
   int32_t id = -2;
-  const size_t smem = SM_XS + (size_t)CAND * 16 + (size_t)n * 12 + NT * 8 + 16;  // sample_block's region
+  const size_t smem = SM_XS + sample_region_bytes(n);
   // Past 48 KB of dynamic shared memory (a 3072-entry vocabulary) a kernel must opt in.
   cudaError_t err = cudaFuncSetAttribute(sample_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
   if (err == cudaSuccess) err = cudaMemcpyAsync(d, logits, (size_t)n * 4, cudaMemcpyHostToDevice, e->stream);

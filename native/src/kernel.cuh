@@ -1177,6 +1177,14 @@ __device__ float kth_largest(const float* sv, int V, int k, int* hist, int* sint
 // off or very large) use this CTA's slice of Params::samp_scratch.
 constexpr int CAND = 512;
 
+// sample_block's region (8-byte aligned, in floats from its start): CAND
+// doubles, V floats (the processed logits), 2 x CAND ints (top-p's lists),
+// then, 8-byte aligned, V + NT doubles (draw_kept's exps and block sums).
+__host__ __device__ constexpr int sample_pe_offset(int V) { return (4 * CAND + V + 1) & ~1; }
+__host__ __device__ constexpr size_t sample_region_bytes(int V) {
+  return (size_t)sample_pe_offset(V) * 4 + (size_t)(V + NT) * 8;
+}
+
 // Top-k threshold, fast path: the k-th largest of the candidates in sv (-inf
 // marks the others) in two barriers instead of the radix select's nine. The
 // candidates lie in [lo, hi]; bin(v) = floor((hi - v) x 256 / (hi - lo)) is
@@ -1252,12 +1260,17 @@ __device__ __forceinline__ bool kth_by_bins(const float* sv, int V, int k, float
 }
 
 // Ordered compaction (ascending id) of the candidates >= thr into ids, with
-// exp(v - mx) in float64 as the CPU computes it, into pd; returns how many.
-// Top-p's ranking needs the lists; the draw does not (draw_kept).
-// Warp w owns a contiguous block of ids, 32 at a time by ballot; one barrier
-// adds the warps' counts (sint[32..32+NW)), one publishes the lists.
-template <class Dst>
-__device__ __forceinline__ int compact_kept(const float* sv, int V, float thr, double mx, int* sint, Dst dst) {
+// exp(v - mx) in float64 as the CPU computes it, into pd, at where(n) (the
+// storage for n entries). Top-p's ranking needs the lists; the draw does not
+// (draw_kept). Warp w owns a contiguous block of ids, 32 at a time by ballot;
+// one barrier adds the warps' counts (sint[32..32+NW)), one publishes the lists.
+struct Kept {
+  double* pd;
+  int* ids;
+  int n;
+};
+template <class Where>
+__device__ __forceinline__ Kept compact_kept(const float* sv, int V, float thr, double mx, int* sint, Where where) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int per = (V + 32 * NW - 1) / (32 * NW) * 32;
   const int b0 = warp * per, b1 = min(V, b0 + per);
@@ -1272,9 +1285,7 @@ __device__ __forceinline__ int compact_kept(const float* sv, int V, float thr, d
     off += w < warp ? cw : 0;
     total += cw;
   }
-  double* pd;
-  int* ids;
-  dst(total, &pd, &ids);
+  const Kept k = where(total);
   const unsigned below = (1u << lane) - 1u;
   for (int base = b0; base < b1; base += 32) {
     const int i = base + lane;
@@ -1282,13 +1293,13 @@ __device__ __forceinline__ int compact_kept(const float* sv, int V, float thr, d
     const unsigned mask = __ballot_sync(0xffffffffu, kp);
     if (kp) {
       const int at = off + __popc(mask & below);
-      pd[at] = exp((double)sv[i] - mx);
-      ids[at] = i;
+      k.pd[at] = exp((double)sv[i] - mx);
+      k.ids[at] = i;
     }
     off += __popc(mask);
   }
   __syncthreads();
-  return total;
+  return k;
 }
 
 // The inverse-CDF draw over the kept ids (sv[i] >= thr, -inf never) in the
@@ -1376,8 +1387,7 @@ __device__ __forceinline__ int draw_kept(const float* sv, int V, float thr, doub
 
 // Samples one token from raw logits with the engine/sample semantics.
 // Every CTA calls it with the same inputs and gets the same token.
-// region (8-byte aligned) holds CAND doubles, then V floats, then 2 x CAND
-// ints, then (8-byte aligned) V + NT doubles.
+// region: sample_region_bytes(V) bytes, laid out as sample_pe_offset says.
 // exact (tb_sample's reference mode) skips the fast paths: the top-k by radix
 // select, the draw by the serial chain.
 __device__ int sample_block(const Params& a, const float* lg, int V, const SamplerD& sp, bool talker, int frame,
@@ -1454,46 +1464,41 @@ __device__ int sample_block(const Params& a, const float* lg, int V, const Sampl
     // Top-p ranks the kept ids by value: the ascending list (ids, exp(v - mx)
     // in float64), ranks in (value desc, id asc) order, then the low tail
     // dropped as the CPU does, marked -inf in sv.
-    double* pd = nullptr;
-    int* ids = nullptr;
-    const int nkept = compact_kept(sv, V, thr, mx, sint, [&](int n, double** p, int** q) {
-      const bool big = n > CAND;
-      *p = big ? a.samp_scratch + (size_t)blockIdx.x * 2 * V : reinterpret_cast<double*>(region);
-      *q = big ? reinterpret_cast<int*>(*p + V) : reinterpret_cast<int*>(sv + V);
-      pd = *p;
-      ids = *q;
+    const Kept k = compact_kept(sv, V, thr, mx, sint, [&](int n) {
+      double* p = n > CAND ? a.samp_scratch + (size_t)blockIdx.x * 2 * V : reinterpret_cast<double*>(region);
+      return Kept{p, n > CAND ? reinterpret_cast<int*>(p + V) : reinterpret_cast<int*>(sv + V), n};
     });
-    if (nkept > 1) {
-      int* ord = ids + (nkept > CAND ? V : CAND);
-      for (int j = threadIdx.x; j < nkept; j += NT) {
-        const int id = ids[j];
+    if (k.n > 1) {
+      int* ord = k.ids + (k.n > CAND ? V : CAND);
+      for (int j = threadIdx.x; j < k.n; j += NT) {
+        const int id = k.ids[j];
         const float v = sv[id];
         int r = 0;
-        for (int q = 0; q < nkept; q++) {
-          const float w = sv[ids[q]];
-          r += (w > v) || (w == v && ids[q] < id);
+        for (int q = 0; q < k.n; q++) {
+          const float w = sv[k.ids[q]];
+          r += (w > v) || (w == v && k.ids[q] < id);
         }
         ord[r] = j;
       }
       __syncthreads();
       if (threadIdx.x == 0) {
         double sum = 0.0;
-        for (int q = 0; q < nkept; q++) sum += pd[ord[q]];
+        for (int q = 0; q < k.n; q++) sum += k.pd[ord[q]];
         const double cut = 1.0 - (double)sp.top_p;
         double cum = 0.0;
-        int size = nkept;
-        for (int q = nkept - 1; q > 0; q--) {
-          cum += pd[ord[q]] / sum;
+        int size = k.n;
+        for (int q = k.n - 1; q > 0; q--) {
+          cum += k.pd[ord[q]] / sum;
           if (cum > cut) break;
           size = q;
         }
-        for (int q = size; q < nkept; q++) sv[ids[ord[q]]] = -CUDART_INF_F;
+        for (int q = size; q < k.n; q++) sv[k.ids[ord[q]]] = -CUDART_INF_F;
       }
       __syncthreads();
     }
   }
   prof_mark(g, PH_SCOMP);
-  double* pe = reinterpret_cast<double*>(sv + ((4 * CAND + V + 1) & ~1) - 2 * CAND);
+  double* pe = reinterpret_cast<double*>(region + sample_pe_offset(V));
   return draw_kept(sv, V, thr, mx, uniform(a.seed, frame, group), exact, pe, pe + V, sint);
 }
 
@@ -1546,8 +1551,9 @@ __device__ __forceinline__ int predictor_step(const Params& a, int j, const Smem
     matvec<2>(
         a.proj_w, S.H, H, s.xs, H, m,
         [&](int r, int t, float v) {
-          x[(size_t)t * xsd + r] = v + bf(b[r]);
-          if (m == 1) a.xfix[xsd + r] = to_fix(v + bf(b[r]));  // the fused stack's input (run_stack)
+          const float y = v + bf(b[r]);
+          if (m == 1) a.xfix[xsd + r] = to_fix(y);  // the fused stack reads only xfix row 1 (run_stack)
+          else x[(size_t)t * xsd + r] = y;
         },
         [] {});
     g.sync(PH_PROJ);
