@@ -151,7 +151,7 @@ fi
 if has ncu; then
   log "ncu"
   NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
-  TALKBOX_NATIVE=$PWD/native/build timeout 400 "$NCU" --clock-control none -k regex:decode_kernel \
+  TALKBOX_NATIVE=${NCU_LIB:-$PWD/native/build} timeout "${NCU_TIMEOUT:-400}" "$NCU" --clock-control none -k regex:decode_kernel \
     --launch-skip "${NCU_SKIP:-60}" --launch-count 1 \
     --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis \
     --section LaunchStats ${NCU_ARGS:-} \

@@ -74,6 +74,8 @@ struct tb_engine {
   std::vector<void*> allocs;
   int grid = 0, smem = 0, mmax = 0, sms = 0;
   int maxV = 0;  // largest vocabulary (tb_sample's bound)
+  unsigned* bars = nullptr;  // the grid barrier's two counters (launch)
+  int bar_parity = 0;
   int maxpos = 0;
   int Htk = 0, Hcp = 0;
   // pending frames
@@ -260,11 +262,16 @@ const void* decode_fn(const tb_engine* e) {
 }
 
 int launch(tb_engine* e) {
-  CK(cudaMemsetAsync(e->P.bar, 0, sizeof(unsigned), e->stream));
+  // Two grid-barrier counters, alternating: each launch zeroes the one the
+  // next launch uses (the kernel's CTA 0, once it no longer needs it), so no
+  // memset runs between launches.
+  e->P.bar = e->bars + e->bar_parity;
+  e->P.bar_next = e->bars + (e->bar_parity ^ 1);
   void* args[] = {&e->P};
   const void* fn = e->P.mode == MODE_PREFILL ? (const void*)prefill_kernel : decode_fn(e);
   CK(cudaLaunchCooperativeKernel(fn, dim3(e->grid), dim3(NT), args, (size_t)e->smem,
                                  e->stream));
+  e->bar_parity ^= 1;  // only for a queued launch: a refused one zeroed nothing
   return 0;
 }
 
@@ -464,7 +471,8 @@ tb_engine* tb_create(const tb_weights* w, int device) {
   for (const tb_stack_dims* d : {&T, &C}) maxK = std::max({maxK, d->hidden, d->intermediate, d->heads * HD});
   const int maxV = std::max(T.vocab, C.vocab);
   e->maxV = maxV;
-  const size_t fixed = SM_XS;  // red, sf, sint, codes, then xs
+  // red, sf, sint, codes, the layer pointers (load_layer_table), then xs
+  const size_t fixed = SM_XS + layer_table_bytes(T.layers + C.layers);
   // Dynamic shared memory may use what the kernel's static arrays leave.
   size_t static_smem = 0;
   const void* kernels[] = {(const void*)decode_kernel<true>, (const void*)decode_kernel<false>,
@@ -585,16 +593,20 @@ tb_engine* tb_create(const tb_weights* w, int device) {
   P.act_stride = std::max(T.intermediate, C.intermediate);
   const int nhmax = std::max(T.heads, C.heads);
   e->hist_words = (size_t)(V + 31) / 32;
-  if (e->alloc(&P.x, (size_t)mmax * P.xstride) || e->alloc(&P.xfix, 2 * (size_t)P.xstride) ||
+  if (e->alloc(&P.x, (size_t)mmax * P.xstride) || e->alloc(&P.xfix, 3 * (size_t)P.xstride) ||
       e->alloc(&P.qkv, (size_t)mmax * P.qkv_stride) ||
-      // part: the chunked attention's partials, or attention_o's per-head O rows.
-      e->alloc(&P.part, std::max((size_t)mmax * nhmax * P.cmax * PSTRIDE, (size_t)nhmax * P.xstride)) ||
+      // part: the chunked attention's partials.
+      e->alloc(&P.part, (size_t)mmax * nhmax * P.cmax * PSTRIDE) ||
       e->alloc(&P.act, (size_t)mmax * P.act_stride) ||
       e->alloc(&P.hidden, T.hidden) || e->alloc(&P.tlogits, V) || e->alloc(&P.plogits, (size_t)(G - 1) * Vp) ||
       e->alloc(&P.hist, e->hist_words) || e->alloc(&P.samp_scratch, (size_t)e->sms * 2 * std::max(V, Vp)) ||
       e->alloc(&P.state, 32) || e->alloc(&e->d_out, (SLOTS + 1) * OUTW) ||
-      e->alloc(&P.bar, 1) || e->alloc(&e->d_pad, T.hidden))
+      e->alloc(&e->bars, 2) || e->alloc(&e->d_pad, T.hidden))
     return bail();
+  if (cudaMemset(e->bars, 0, 2 * sizeof(unsigned)) != cudaSuccess) {
+    fail("cudaMemset: %s", cudaGetErrorString(cudaGetLastError()));
+    return bail();
+  }
 #if TB_PROF
   if (e->alloc(&P.prof, PROF_WORDS)) return bail();
 #endif
@@ -880,7 +892,7 @@ int tb_bench(tb_engine* e, int what, int iters, float* ms) {
       const double n = (double)h[PROF_WORDS - 1];
       const double ghz = (double)h[PROF_WORDS - 3] / (double)h[PROF_WORDS - 2];
       static const char* names[NPH] = {"qkv", "attn", "o", "gateup", "down", "head", "sample", "proj", "other", "s-load", "s-kth", "s-comp",
-                                       "a-rope", "a-k", "a-v", "a-ctx"};
+                                       "a-rope", "a-kv", "a-ctx"};
       fprintf(stderr, "prof kind=%d do_sample=%d/%d launches=%.0f clock=%.3fGHz launch=%.2fus (CTA 0, us per launch: work / barrier wait)\n",
               what, e->P.st.do_sample, e->P.sp.do_sample, n, ghz, h[PROF_WORDS - 2] / n / 1e3);
       for (int st = 0; st < 2; st++) {

@@ -34,10 +34,10 @@ enum Mode { MODE_PREFILL = 0, MODE_FRAME = 1, MODE_TALKER = 2, MODE_PREDICTOR = 
 // The sampler's parts: s-load (logits in, processed), s-kth (top-k
 // threshold), s-comp (kept ids and their exp); "sample" is what follows.
 // The fused attention's parts: a-rope (q, k and v to the first CTA barrier),
-// a-k (scores and the max), a-v (weighted values), a-ctx (the context merge);
+// a-kv (each warp's scores and weighted values), a-ctx (the warps merged);
 // "o" is what follows (the O rows).
 enum Phase { PH_QKV, PH_ATTN, PH_O, PH_GU, PH_DOWN, PH_HEAD, PH_SAMPLE, PH_PROJ, PH_OTHER, PH_SLOAD, PH_SKTH, PH_SCOMP,
-             PH_AROPE, PH_AK, PH_AV, PH_ACTX, NPH };
+             PH_AROPE, PH_AKV, PH_ACTX, NPH };
 constexpr int PROF_WORDS = 2 * NPH * 2 + 3;
 
 // Shared-memory layout of the fixed part (bytes): red, sf, sint, codes, then xs.
@@ -47,6 +47,13 @@ struct LayerD {
   const uint16_t *in_norm, *post_norm, *qkv, *o, *q_norm, *k_norm, *gate, *up, *down;
   const uint16_t* down_t;  // W_down transposed, [I][H]: the one-phase MLP's split-K rows
 };
+
+// Bytes of shared memory for every layer's pointers (decode and prefill
+// kernels: the talker's layers, then the predictor's), between the fixed part
+// and xs.
+__host__ __device__ constexpr size_t layer_table_bytes(int layers) {
+  return ((size_t)layers * sizeof(LayerD) + 127) & ~(size_t)127;
+}
 
 struct StackD {
   const LayerD* layers;
@@ -72,7 +79,7 @@ struct Params {
   int V, Vp, G, eos, supp_from, min_new, mask_eos;
   float* x;       // residual [mmax][xstride]
   int xstride;
-  long long* xfix;  // [2][xstride]: the one-phase MLP's residual sums (fixed point, by layer parity)
+  long long* xfix;  // [3][xstride]: the fused steps' residual sums (fixed point): rows 0-1 by layer parity, row 2 the O rows
   float* qkv;     // [mmax][qkv_stride]
   int qkv_stride;
   float* part;    // attention partials [mmax][nh][cmax][PSTRIDE]
@@ -93,6 +100,7 @@ struct Params {
   int ntrail;
   const float* pad;
   unsigned* bar;
+  unsigned* bar_next;  // launch()'s other barrier counter: zeroed by this launch for the next one
   unsigned long long* prof;  // PROF_WORDS counters (TB_PROF builds)
   SamplerD st, sp;
   unsigned long long seed;
@@ -187,9 +195,10 @@ __device__ __forceinline__ void batched(int n, Load load, Use use) {
   }
 }
 
-// Grid barrier. The counter is zeroed by the host (stream-ordered memset)
-// before every launch and only ever incremented inside it, so it can neither
-// race with a reset nor wrap (a launch has < 1000 barriers x grid CTAs).
+// Grid barrier. The counter is zero when a launch starts (the launch before
+// it, which used the other of launch()'s two counters, zeroed it: stream
+// order) and only ever incremented inside the launch, so it can neither race
+// with a reset nor wrap (a launch has < 1000 barriers x grid CTAs).
 struct Grid {
   unsigned* bar;
   unsigned target;
@@ -553,6 +562,16 @@ __device__ __forceinline__ void row4(uint2 u, const float* fresh, int p, int p0,
   }
 }
 
+// acc += wgt x position p's value row (row4's source), lsum += wgt.
+__device__ __forceinline__ void add_weighted(uint2 u, const float* fresh, int p, int p0, int n0, int lane, float wgt,
+                                             float (&acc)[4], float& lsum) {
+  float v4[4];
+  row4(u, fresh, p, p0, n0, lane, v4);
+#pragma unroll
+  for (int i = 0; i < 4; i++) acc[i] = fmaf(wgt, v4[i], acc[i]);
+  lsum += wgt;
+}
+
 // Online softmax of one query (q4: this lane's 4 elements) over positions
 // [b0, b1), accumulated into mrun, lsum and acc: positions below p0 from the
 // bf16 cache rows Kc/Vc, the others from the fresh rows snk/snv (row p - n0).
@@ -563,8 +582,7 @@ __device__ __forceinline__ void row4(uint2 u, const float* fresh, int p, int p0,
 template <int KB>
 __device__ __forceinline__ void attend_span(const uint16_t* Kc, const uint16_t* Vc, int b0, int b1, int p0, int n0,
                                             const float* snk, const float* snv, const float (&q4)[4], float* ssc,
-                                            float* sred, float& mrun, float& lsum, float (&acc)[4],
-                                            Grid* gp = nullptr) {
+                                            float* sred, float& mrun, float& lsum, float (&acc)[4]) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const float scale = rsqrtf((float)HD);
   for (int ts = b0; ts < b1; ts += TILE) {
@@ -588,7 +606,6 @@ __device__ __forceinline__ void attend_span(const uint16_t* Kc, const uint16_t* 
     }
     if (lane == 0) sred[warp] = tmax;
     __syncthreads();
-    prof_mark(gp, PH_AK);
     float mt = -CUDART_INF_F;
     for (int w = 0; w < NW; w++) mt = fmaxf(mt, sred[w]);
     const float mnew = fmaxf(mrun, mt);
@@ -602,19 +619,54 @@ __device__ __forceinline__ void attend_span(const uint16_t* Kc, const uint16_t* 
 #pragma unroll
       for (int k = 0; k < KB; k++) {
         const int p = pb + k * NW;
-        if (p < te) {
-          const float wgt = expf(ssc[p - ts] - mnew);
-          float v4[4];
-          row4(vu[k], snv, p, p0, n0, lane, v4);
-#pragma unroll
-          for (int i = 0; i < 4; i++) acc[i] = fmaf(wgt, v4[i], acc[i]);
-          lsum += wgt;
-        }
+        if (p < te) add_weighted(vu[k], snv, p, p0, n0, lane, expf(ssc[p - ts] - mnew), acc, lsum);
       }
     }
     mrun = mnew;
     __syncthreads();
-    prof_mark(gp, PH_AV);
+  }
+}
+
+// attention_o's softmax, one query (q4: this lane's 4 elements) over
+// positions [0, len): warp w takes positions w + NW k with its own running
+// max (mrun), weight sum and context, so no CTA barrier separates the scores
+// from the values, and a batch's K and V rows come in one round trip; the
+// caller merges the warps. Positions below p0 from the bf16 cache, p0 from
+// the fresh rows snk / snv.
+template <int KB>
+__device__ __forceinline__ void attend_warp(const uint16_t* Kc, const uint16_t* Vc, int len, int p0, const float* snk,
+                                            const float* snv, const float (&q4)[4], float& mrun, float& lsum,
+                                            float (&acc)[4]) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const float scale = rsqrtf((float)HD);
+  for (int pb = warp; pb < len; pb += KB * NW) {
+    uint2 ku[KB], vu[KB];
+    load_cache_rows<KB>(Kc, pb, p0, lane, ku);
+    load_cache_rows<KB>(Vc, pb, p0, lane, vu);
+    float d[KB];
+    float bmax = -CUDART_INF_F;
+#pragma unroll
+    for (int k = 0; k < KB; k++) {
+      const int p = pb + k * NW;
+      d[k] = -CUDART_INF_F;
+      if (p < len) {
+        float k4[4];
+        row4(ku[k], snk, p, p0, p0, lane, k4);
+        d[k] = warp_sum(q4[0] * k4[0] + q4[1] * k4[1] + q4[2] * k4[2] + q4[3] * k4[3]) * scale;
+        bmax = fmaxf(bmax, d[k]);
+      }
+    }
+    const float mnew = fmaxf(mrun, bmax);  // finite: position pb < len is in the batch
+    const float corr = expf(mrun - mnew);
+    lsum *= corr;
+#pragma unroll
+    for (int i = 0; i < 4; i++) acc[i] *= corr;
+#pragma unroll
+    for (int k = 0; k < KB; k++) {
+      const int p = pb + k * NW;
+      if (p < len) add_weighted(vu[k], snv, p, p0, p0, lane, expf(d[k] - mnew), acc, lsum);
+    }
+    mrun = mnew;
   }
 }
 
@@ -721,17 +773,17 @@ __device__ __forceinline__ void merge_attention(const Params& a, const StackD& S
 // One token at position pos, attention fused with the O projection. Work item
 // = (q head h, block rb of the H O rows), RB = grid / nh blocks a head so every
 // CTA has one item. The item computes head h's attention over positions
-// 0..pos itself, as attention() does with one chunk (the RB items of a head
-// redundantly: cheap for short contexts; for long ones each warp pays a
-// dependent K and V load per 4 x NW positions, where the chunked path spreads
-// them over CTAs), then its head's share of its O rows:
-// opart[h][r] = W_o[r, h*HD:(h+1)*HD] . ctx_h, with opart = a.part as [nh][H]
-// (tb_create sizes a.part for it). norm_resid (the next phase) sums the heads
-// into the residual.
+// 0..pos itself (attend_warp; the RB items of a head redundantly: cheap for
+// short contexts; for long ones each warp pays a dependent K and V load per
+// 4 x NW positions, where the chunked path spreads them over CTAs), then its
+// head's share of its O rows, W_o[r, h*HD:(h+1)*HD] . ctx_h, added with
+// 64-bit fixed-point red.add into xfix row 2 (run_stack zeroed it; the 16
+// heads' integer sums do not depend on their order). norm_resid (the next
+// phase) adds the layer's input to it.
 // Register notes (ptxas, decode_kernel at 128 registers): 64-bit divisions
-// here (subroutine calls) and 32 live floats in norm_resid each grew the
-// kernel's stack frame; so did a run-time choice between this and the
-// five-phase path (both inlined), hence the compile-time FUSE.
+// here (subroutine calls) grew the kernel's stack frame; so did a run-time
+// choice between this and the five-phase path (both inlined), hence the
+// compile-time FUSE.
 __device__ void attention_o(const Params& a, const StackD& S, int l, int pos, const uint16_t* Wo,
                             const uint16_t* qn, const uint16_t* kn, float* sm, Grid* gp = nullptr) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -739,8 +791,7 @@ __device__ void attention_o(const Params& a, const StackD& S, int l, int pos, co
   float* sq = sm;          // q, then the context vector
   float* snk = sq + HD;    // the new position's k
   float* snv = snk + HD;   // and v
-  float* ssc = snv + HD;
-  float* sacc = ssc + TILE;
+  float* sacc = snv + HD;
   float* sred = sacc + NW * HD;  // [NW] maxima, then [NW] weight sums
   const int RB = max(1, (int)gridDim.x / nh), items = nh * RB, len = pos + 1;
   for (int it = blockIdx.x; it < items; it += gridDim.x) {
@@ -778,26 +829,36 @@ __device__ void attention_o(const Params& a, const StackD& S, int l, int pos, co
     {  // A scope of its own: the form that was measured (ptxas spills less in it)
     float mrun = -CUDART_INF_F, lsum = 0.f, acc[4] = {0.f, 0.f, 0.f, 0.f};
     prof_mark(gp, PH_AROPE);
-    attend_span<4>(Kc, Vc, 0, len, pos, pos, snk, snv, q4, ssc, sred, mrun, lsum, acc, gp);
+    attend_warp<4>(Kc, Vc, len, pos, snk, snv, q4, mrun, lsum, acc);
+    prof_mark(gp, PH_AKV);
     // This half-warp's first W_o rows, in flight while the warps' partial
     // contexts are merged (the whole slice when RB x 128 >= H: the 0.6B).
     load_o(r0);
 #pragma unroll
     for (int i = 0; i < 4; i++) sacc[warp * HD + lane * 4 + i] = acc[i];
-    if (lane == 0) sred[NW + warp] = lsum;
+    if (lane == 0) {
+      sred[warp] = mrun;
+      sred[NW + warp] = lsum;
+    }
     __syncthreads();
-    // The context vector, normalised as merge_attention does for one chunk
-    // (sq is free: every warp read its q before the tile loop's barriers).
+    // The context vector: the warps' sums rescaled to the largest maximum.
+    // sq is free: every warp read its q before the barrier.
+    const int nwa = min(NW, len);  // warps w >= len had no position (predictor steps: 1.0 us a step)
     for (int d = threadIdx.x; d < HD; d += NT) {
+      float M = -CUDART_INF_F;
+      for (int w = 0; w < nwa; w++) M = fmaxf(M, sred[w]);
       float s = 0.f, L = 0.f;
-      for (int w = 0; w < NW; w++) s += sacc[w * HD + d];
-      for (int w = 0; w < NW; w++) L += sred[NW + w];
+      for (int w = 0; w < nwa; w++) {
+        const float e = expf(sred[w] - M);
+        s = fmaf(e, sacc[w * HD + d], s);
+        L = fmaf(e, sred[NW + w], L);
+      }
       sq[d] = s * (1.f / L);
     }
     __syncthreads();
     prof_mark(gp, PH_ACTX);
     }
-    float* dst = a.part + (size_t)h * H;
+    long long* att = a.xfix + 2 * (size_t)a.xstride;
     for (int base = r0; base < r1; base += 4 * HW) {
       if (base != r0) load_o(base);
 #pragma unroll
@@ -806,65 +867,50 @@ __device__ void attention_o(const Params& a, const StackD& S, int l, int pos, co
 #pragma unroll
         for (int o = 8; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
         const int r = base + u * HW + hw;
-        if (hl == 0 && r < r1) dst[r] = d;
+        if (hl == 0 && r < r1)
+          asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(att + r), "l"(to_fix(d)) : "memory");
       }
     }
     __syncthreads();
   }
 }
 
-// Prelude of the phase after attention_o: x (gate_up_down's fixed-point sums)
-// + sum over heads h = 0..nh-1 (in that order) of opart[h], the new residual,
-// into xs and RMSNorm'd there, and un-normed into the shared xr (gate_up_down
-// adds the elements its CTA owns into the next residual). A thread owns two
-// adjacent elements (H is a multiple of 8): x and 16 heads' float2 loads
-// are all issued before any use, one round trip for H <= 2 x NT (float2s: 32
-// floats live but half the address registers of scalar loads, which grew the
-// kernel's stack frame).
-__device__ __forceinline__ void norm_resid(float* xs, const long long* x, float* xr, const float* opart, int nh, int H,
-                                           const uint16_t* w, float eps, float* red) {
-  float wv[4];
+// Prelude of the phase after attention_o: the layer's input x plus the
+// attention's O rows att, both fixed-point sums, the new residual, into xs
+// and RMSNorm'd there, and un-normed into the shared xr (gate_up_down adds the
+// elements its CTA owns into the next residual). All 8 loads a thread issued
+// before any use: one round trip for H <= 4 x NT. (It read 16 per-head O
+// partials, 64 KB a CTA, until attention_o summed them with red.add: H100,
+// predictor step 0.1228-0.1232 -> 0.1200-0.1203 ms.)
+__device__ __forceinline__ void norm_resid(float* xs, const long long* x, const long long* att, float* xr,
+                                                 int H, const uint16_t* w, float eps, float* red) {
+  float wv[4], v[4], ss = 0.f;
+  for (int base = 0; base < H; base += 4 * NT) {
+    long long xi[4], ai[4];
 #pragma unroll
-  for (int k = 0; k < 4; k++) {
-    const int i = threadIdx.x + k * NT;
-    wv[k] = i < H ? bf(w[i]) : 0.f;
-  }
-  constexpr int HC = 16;
-  float ss = 0.f;
-  for (int base = 0; base < H; base += 2 * NT) {
-    const int i = base + 2 * threadIdx.x;
-    // Predicated loads (zero past H) rather than a branch around the
-    // whole body (see the down projection's prelude).
-    const bool in = i < H;
-    const longlong2 xf = in ? __ldcg(reinterpret_cast<const longlong2*>(x + i)) : make_longlong2(0, 0);
-    const float2 xv = make_float2(from_fix(xf.x), from_fix(xf.y));
-    float2 s = make_float2(0.f, 0.f);
-    for (int h0 = 0; h0 < nh; h0 += HC) {
-      float2 p[HC];
+    for (int k = 0; k < 4; k++) {
+      const int i = base + threadIdx.x + k * NT;
+      wv[k] = i < H ? bf(w[i]) : 0.f;
+      xi[k] = i < H ? __ldcg(x + i) : 0;
+      ai[k] = i < H ? __ldcg(att + i) : 0;
+    }
 #pragma unroll
-      for (int k = 0; k < HC; k++)
-        p[k] = in && h0 + k < nh ? __ldcg(reinterpret_cast<const float2*>(opart + (size_t)(h0 + k) * H + i))
-                                 : make_float2(0.f, 0.f);
-#pragma unroll
-      for (int k = 0; k < HC; k++) {  // heads in order; + 0.f past nh changes nothing
-        s.x += p[k].x;
-        s.y += p[k].y;
+    for (int k = 0; k < 4; k++) {
+      const int i = base + threadIdx.x + k * NT;
+      v[k] = from_fix(xi[k]) + from_fix(ai[k]);
+      ss += v[k] * v[k];  // 0 past H
+      if (i < H) {
+        xs[i] = v[k];
+        xr[i] = v[k];
       }
     }
-    const float2 v = make_float2(xv.x + s.x, xv.y + s.y);
-    if (in) {
-      *reinterpret_cast<float2*>(xs + i) = v;
-      *reinterpret_cast<float2*>(xr + i) = v;
-    }
-    ss += v.x * v.x;  // 0 past H
-    ss += v.y * v.y;
   }
   const float r = rms_scale(ss, H, eps, red);
   if (H <= 4 * NT) {
 #pragma unroll
     for (int k = 0; k < 4; k++) {
       const int i = threadIdx.x + k * NT;
-      if (i < H) xs[i] = xs[i] * r * wv[k];
+      if (i < H) xs[i] = v[k] * r * wv[k];
     }
   } else {
     for (int i = threadIdx.x; i < H; i += NT) xs[i] = xs[i] * r * bf(w[i]);
@@ -891,7 +937,8 @@ __device__ __forceinline__ void gate_up_down(const Params& a, const StackD& S, c
   float* part = xr + H;
   const int nj = (I - b + G - 1) / G;  // this CTA's rows j = b + G m, m < nj
   matvec_gate_up<1>(Lw.gate, Lw.up, I, H, xs, H, 1, act, 0, [&] {
-    norm_resid(xs, a.xfix + (size_t)((l + 1) & 1) * a.xstride, xr, a.part, S.nh, H, Lw.post_norm, S.eps, red);
+    norm_resid(xs, a.xfix + (size_t)((l + 1) & 1) * a.xstride, a.xfix + 2 * (size_t)a.xstride, xr, H, Lw.post_norm,
+               S.eps, red);
   });
   // Thread t: outputs 8c..8c+7 of chunk c = t % nc, over the CTA's rows m =
   // t / nc + ng k (all ng groups' loads of a batch in flight at once).
@@ -948,8 +995,8 @@ __device__ __forceinline__ void gate_up_down(const Params& a, const StackD& S, c
 // the raw rows to xs or a.x row 0 as for the other paths), layer l's output in
 // row l & 1, so the stack's output is row (L - 1) & 1 (head's fsrc).
 template <int MT, bool FUSE = false>
-__device__ void run_stack(const Params& a, const StackD& S, int m, int p0, int C, float* xs, float* red,
-                          Grid& g, bool input_in_smem) {
+__device__ void run_stack(const Params& a, const StackD& S, const LayerD* lw, int m, int p0, int C, float* xs,
+                          float* red, Grid& g, bool input_in_smem) {
   const int H = S.H, I = S.I, QN = (S.nh + 2 * S.nkv) * HD, AO = S.nh * HD;
   float* x = a.x;
   const int xsd = a.xstride;
@@ -957,9 +1004,12 @@ __device__ void run_stack(const Params& a, const StackD& S, int m, int p0, int C
   // frame from 208 to 512 bytes.
   constexpr bool fuse = FUSE && MT == 1;
   for (int l = 0; l < S.L; l++) {
-    // By value: the barriers' memory clobbers would otherwise reload the
-    // pointers from global memory (an L2 round trip) in every phase.
-    const LayerD Lw = S.layers[l];
+    // The layer's pointers from the shared-memory table (load_layer_table):
+    // a reload after a barrier's memory clobber is a shared load. Held in
+    // registers across the layer's phases (a copy of S.layers[l]), they made
+    // ptxas spill: the fused decode kernel's stack frame 128 -> 64 bytes
+    // (ptxas 12.6); H100, frame 2.445-2.456 -> 2.413-2.428 ms.
+    const LayerD& Lw = lw[l];
     // A: input norm + fused QKV projection
     float* qkv = a.qkv;
     const int qs = a.qkv_stride;
@@ -975,6 +1025,14 @@ __device__ void run_stack(const Params& a, const StackD& S, int m, int p0, int C
           else
             norm_rows(xs, H, x, xsd, m, H, Lw.in_norm, S.eps, red);
         });
+    if constexpr (fuse) {
+      // attention_o sums its O rows into xfix row 2, last read by layer l - 1's
+      // MLP prelude, a barrier ago: zero it.
+      if (blockIdx.x == gridDim.x - 1) {
+        long long* att = a.xfix + 2 * (size_t)xsd;
+        for (int i = threadIdx.x; i < H; i += NT) att[i] = 0;
+      }
+    }
     g.sync(PH_QKV);
     if constexpr (fuse) {
       // B+C: attention and the per-head O partials (summed by the MLP's prelude)
@@ -1390,7 +1448,8 @@ __device__ __forceinline__ int draw_kept(const float* sv, int V, float thr, doub
 // region: sample_region_bytes(V) bytes, laid out as sample_pe_offset says.
 // exact (tb_sample's reference mode) skips the fast paths: the top-k by radix
 // select, the draw by the serial chain.
-__device__ int sample_block(const Params& a, const float* lg, int V, const SamplerD& sp, bool talker, int frame,
+template <bool TALKER>
+__device__ int sample_block(const Params& a, const float* lg, int V, const SamplerD& sp, int frame,
                             int group, float* region, float* sf, int* sint, Grid* g = nullptr, bool exact = false) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   float* sv = region + 2 * CAND;
@@ -1400,7 +1459,7 @@ __device__ int sample_block(const Params& a, const float* lg, int V, const Sampl
   // the same pass counts the candidates and finds their maximum and minimum.
   int local = 0;
   float lmax = -CUDART_INF_F, lmin = CUDART_INF_F;
-  const bool use_pen = talker && pen != 1.f && pen != 0.f;
+  const bool use_pen = TALKER && pen != 1.f && pen != 0.f;
   struct Logit {
     float v;
     uint32_t seen;  // the history word holding this id's bit
@@ -1413,7 +1472,7 @@ __device__ int sample_block(const Params& a, const float* lg, int V, const Sampl
       V, [&](int i) { return Logit{__ldcg(lg + i), use_pen ? __ldcg(a.hist + (i >> 5)) : 0u}; },
       [&](int i, Logit l) {
         float v = l.v;
-        if (talker) {
+        if (TALKER) {
           if (use_pen && ((l.seen >> (i & 31)) & 1u)) v = v < 0.f ? v * pen : v / pen;
           if (i == a.eos && (frame < a.min_new || a.mask_eos)) v = -CUDART_INF_F;
           if (i >= a.supp_from && i != a.eos) v = -CUDART_INF_F;
@@ -1510,6 +1569,7 @@ struct Smem {
   float* sf;      // 64 floats
   int* sint;      // 64 + 512 ints (the radix select's two histograms from 64)
   int* codes;     // [MAXG] codes fed back this frame
+  LayerD* layers; // every layer's pointers: the talker's, then the predictor's
 };
 
 // Code-predictor step j (1..15) of frame a.frame; returns the sampled code.
@@ -1567,13 +1627,13 @@ __device__ __forceinline__ int predictor_step(const Params& a, int j, const Smem
         for (int i = threadIdx.x; i < H; i += NT) a.x[(size_t)t * a.xstride + i] = s.xs[t * H + i];
   }
   if (m == 2)
-    run_stack<2>(a, S, 2, p0, 1, s.xs, s.red, g, in_smem);
+    run_stack<2>(a, S, s.layers + a.tk.L, 2, p0, 1, s.xs, s.red, g, in_smem);
   else
-    run_stack<1, true>(a, S, 1, p0, 1, s.xs, s.red, g, in_smem);
+    run_stack<1, true>(a, S, s.layers + a.tk.L, 1, p0, 1, s.xs, s.red, g, in_smem);
   float* lg = a.plogits + (size_t)(j - 1) * a.Vp;
   head(a, S, m - 1, a.cp_heads + (size_t)(j - 1) * a.Vp * S.H, a.Vp, lg, nullptr, s.xs, s.red, g,
        m == 1 ? a.xfix + (size_t)((S.L - 1) & 1) * a.xstride : nullptr);
-  const int c = sample_block(a, lg, a.Vp, a.sp, false, a.frame, j, s.xs, s.sf, s.sint, &g);
+  const int c = sample_block<false>(a, lg, a.Vp, a.sp, a.frame, j, s.xs, s.sf, s.sint, &g);
   if (threadIdx.x == 0) g.mark(PH_SAMPLE);
   return c;
 }
@@ -1619,10 +1679,10 @@ __device__ int talker_step(const Params& a, const Smem& s, Grid& g) {
       });
   __syncthreads();
   if (threadIdx.x == 0) g.mark(PH_OTHER);
-  run_stack<1, FUSE>(a, S, 1, a.tpos, a.chunks, s.xs, s.red, g, true);
+  run_stack<1, FUSE>(a, S, s.layers, 1, a.tpos, a.chunks, s.xs, s.red, g, true);
   head(a, S, 0, a.codec_head, a.V, a.tlogits, a.hidden, s.xs, s.red, g,
        FUSE ? a.xfix + (size_t)((S.L - 1) & 1) * a.xstride : nullptr);
-  const int c = sample_block(a, a.tlogits, a.V, a.st, true, a.frame + 1, 0, s.xs, s.sf, s.sint, &g);
+  const int c = sample_block<true>(a, a.tlogits, a.V, a.st, a.frame + 1, 0, s.xs, s.sf, s.sint, &g);
   if (threadIdx.x == 0) g.mark(PH_SAMPLE);
   return c;
 }
@@ -1631,7 +1691,7 @@ __device__ int talker_step(const Params& a, const Smem& s, Grid& g) {
 // group 0 of frame 0.
 __device__ void prefill_head(const Params& a, const Smem& s, int t, Grid& g) {
   head(a, a.tk, t, a.codec_head, a.V, a.tlogits, a.hidden, s.xs, s.red, g);
-  const int g0 = sample_block(a, a.tlogits, a.V, a.st, true, 0, 0, s.xs, s.sf, s.sint);
+  const int g0 = sample_block<true>(a, a.tlogits, a.V, a.st, 0, 0, s.xs, s.sf, s.sint);
   if (blockIdx.x == 0 && threadIdx.x == 0) {
     a.state[0] = g0;
     a.out[16] = g0;
@@ -1650,17 +1710,30 @@ __device__ void prefill_chunk(const Params& a, const Smem& s, Grid& g) {
       if (blockIdx.x == 0) a.x[(size_t)t * a.xstride + i] = v;
     }
   __syncthreads();
-  run_stack<MT>(a, S, a.m, a.p0, a.chunks, s.xs, s.red, g, true);
+  run_stack<MT>(a, S, s.layers, a.m, a.p0, a.chunks, s.xs, s.red, g, true);
   if (a.last) prefill_head(a, s, a.m - 1, g);
 }
 
-__device__ __forceinline__ Smem smem_layout(unsigned char* raw) {
+// Copies both stacks' layer tables into s.layers (read after the caller's
+// next __syncthreads): one round trip at a launch's start, beside the codes'.
+__device__ __forceinline__ void load_layer_table(const Params& a, const Smem& s) {
+  constexpr int W = sizeof(LayerD) / 8;  // 8-byte words a layer
+  static_assert(sizeof(LayerD) % 8 == 0, "LayerD holds pointers only");
+  const int nt = a.tk.L * W, n = nt + a.cp.L * W;
+  const unsigned long long* tk = reinterpret_cast<const unsigned long long*>(a.tk.layers);
+  const unsigned long long* cp = reinterpret_cast<const unsigned long long*>(a.cp.layers);
+  unsigned long long* dst = reinterpret_cast<unsigned long long*>(s.layers);
+  for (int i = threadIdx.x; i < n; i += NT) dst[i] = i < nt ? __ldg(tk + i) : __ldg(cp + i - nt);
+}
+
+__device__ __forceinline__ Smem smem_layout(unsigned char* raw, const Params& a) {
   Smem s;
   s.red = reinterpret_cast<float*>(raw);
   s.sf = s.red + 64;
   s.sint = reinterpret_cast<int*>(s.sf + 64);
   s.codes = s.sint + 64 + 512;
-  s.xs = reinterpret_cast<float*>(raw + SM_XS);
+  s.layers = reinterpret_cast<LayerD*>(raw + SM_XS);
+  s.xs = reinterpret_cast<float*>(raw + SM_XS + layer_table_bytes(a.tk.L + a.cp.L));
   return s;
 }
 
@@ -1669,8 +1742,12 @@ __device__ __forceinline__ Smem smem_layout(unsigned char* raw) {
 // register allocation and local-memory stack for every decode launch too.
 __global__ void __launch_bounds__(NT, 1) prefill_kernel(const __grid_constant__ Params a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  const Smem s = smem_layout(smem_raw);
+  const Smem s = smem_layout(smem_raw, a);
   Grid g{a.bar, 0, 0, nullptr, 0};
+  load_layer_table(a, s);
+  // The next launch's barrier counter: this launch never touches it, and the
+  // last launch that did has ended.
+  if (blockIdx.x == 0 && threadIdx.x == 0) *a.bar_next = 0;
 #if TB_PROF
   __shared__ unsigned long long prof_acc[2 * NPH * 2];  // counted, not reported
   if (threadIdx.x < 2 * NPH * 2) prof_acc[threadIdx.x] = 0;
@@ -1698,8 +1775,9 @@ __global__ void __launch_bounds__(NT, 1) prefill_kernel(const __grid_constant__ 
 template <bool FUSE>
 __global__ void __launch_bounds__(NT, 1) decode_kernel(const __grid_constant__ Params a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  Smem s = smem_layout(smem_raw);
+  Smem s = smem_layout(smem_raw, a);
   Grid g{a.bar, 0, 0, nullptr, 0};
+  load_layer_table(a, s);
 #if TB_PROF
   __shared__ unsigned long long prof_acc[2 * NPH * 2];
   unsigned long long t_start = 0, ns_start = 0;
@@ -1738,6 +1816,7 @@ __global__ void __launch_bounds__(NT, 1) decode_kernel(const __grid_constant__ P
 #if TB_BARBENCH
   if (a.mode == MODE_TALKER) {
     for (int i = 0; i < 1000; i++) g.sync(PH_OTHER);
+    if (blockIdx.x == 0 && threadIdx.x == 0) *a.bar_next = 0;  // as at the end
     return;
   }
 #endif
@@ -1762,7 +1841,10 @@ __global__ void __launch_bounds__(NT, 1) decode_kernel(const __grid_constant__ P
       if (threadIdx.x == 0) s.codes[j] = a.use_teacher ? a.teacher[j] : (c < 0 ? 0 : c);
       __syncthreads();
     }
-    if (bench_step) return;
+    if (bench_step) {
+      if (blockIdx.x == 0 && threadIdx.x == 0) *a.bar_next = 0;  // as below
+      return;
+    }
     // The frame's codes are final: publish them to the host now, so the first
     // audio need not wait for the talker step below (tb_frame_codes).
     if (a.early && blockIdx.x == 0 && threadIdx.x == 0) {
@@ -1777,6 +1859,10 @@ __global__ void __launch_bounds__(NT, 1) decode_kernel(const __grid_constant__ P
   }
   const int next = talker_step<FUSE>(a, s, g);
   if (blockIdx.x == 0 && threadIdx.x == 0) {
+    // The next launch's barrier counter, zeroed here rather than at the start
+    // (as prefill_kernel does): there it grew decode_kernel<false>'s stack
+    // frame from 72 to 120 bytes (ptxas 12.6).
+    *a.bar_next = 0;
     a.state[0] = next;
     int bad = next < 0;
     for (int k = 0; k < MAXG; k++) a.state[1 + k] = s.codes[k];
@@ -1798,7 +1884,7 @@ __global__ void __launch_bounds__(NT, 1) sample_kernel(const __grid_constant__ P
   float* red = reinterpret_cast<float*>(smem_raw);
   float* sf = red + 64;
   int* sint = reinterpret_cast<int*>(sf + 64);
-  const int c = sample_block(a, lg, V, a.sp, false, frame, group, reinterpret_cast<float*>(smem_raw + SM_XS), sf, sint,
+  const int c = sample_block<false>(a, lg, V, a.sp, frame, group, reinterpret_cast<float*>(smem_raw + SM_XS), sf, sint,
                              nullptr, exact);
   if (threadIdx.x == 0) *out = c;
 }
