@@ -147,7 +147,11 @@ if has sweep; then
     done
   done
 fi
-# Nsight Compute on one frame launch: stall reasons and throughput.
+# Nsight Compute on one decode launch: stall reasons and throughput. The bench's
+# decode launches come 40 of a kind (warm-up included): talker steps 0-39,
+# predictor steps 40-79, frames 80-119 (NCU_SKIP=100: a frame), greedy frames
+# after. NCU_ARGS adds metrics (--metrics ...), NCU_LIB another library,
+# NCU_TIMEOUT the stage's limit in seconds.
 if has ncu; then
   log "ncu"
   NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
