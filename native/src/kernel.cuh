@@ -40,7 +40,8 @@ enum Phase { PH_QKV, PH_ATTN, PH_O, PH_GU, PH_DOWN, PH_HEAD, PH_SAMPLE, PH_PROJ,
              PH_AROPE, PH_AKV, PH_ACTX, NPH };
 constexpr int PROF_WORDS = 2 * NPH * 2 + 3;
 
-// Shared-memory layout of the fixed part (bytes): red, sf, sint, codes, then xs.
+// Shared-memory layout of the fixed part (bytes): red, sf, sint, codes; then
+// the layer-pointer table (layer_table_bytes), then xs.
 constexpr int SM_XS = 3072;  // red 256 B, sf 256 B, sint (64 + 512 ints), codes 64 B; 128-byte aligned
 
 struct LayerD {
@@ -882,8 +883,8 @@ __device__ void attention_o(const Params& a, const StackD& S, int l, int pos, co
 // before any use: one round trip for H <= 4 x NT. (It read 16 per-head O
 // partials, 64 KB a CTA, until attention_o summed them with red.add: H100,
 // predictor step 0.1228-0.1232 -> 0.1200-0.1203 ms.)
-__device__ __forceinline__ void norm_resid(float* xs, const long long* x, const long long* att, float* xr,
-                                                 int H, const uint16_t* w, float eps, float* red) {
+__device__ __forceinline__ void norm_resid(float* xs, const long long* x, const long long* att, float* xr, int H,
+                                           const uint16_t* w, float eps, float* red) {
   float wv[4], v[4], ss = 0.f;
   for (int base = 0; base < H; base += 4 * NT) {
     long long xi[4], ai[4];
@@ -1035,7 +1036,7 @@ __device__ void run_stack(const Params& a, const StackD& S, const LayerD* lw, in
     }
     g.sync(PH_QKV);
     if constexpr (fuse) {
-      // B+C: attention and the per-head O partials (summed by the MLP's prelude)
+      // B+C: attention and the O rows (red.add into xfix row 2, read by the MLP's prelude)
       attention_o(a, S, l, p0, Lw.o, Lw.q_norm, Lw.k_norm, xs, &g);
       // The MLP below sums into xfix row l & 1, last read by layer l - 1's
       // preludes, a barrier ago: zero it.
