@@ -247,7 +247,12 @@ int build_stack(tb_engine* e, const tb_stack_dims& d, const tb_layer* layers, co
   float* dinv;
   if (e->alloc(&dinv, HD / 2)) return -1;
   CK(cudaMemcpy(dinv, inv, sizeof inv, cudaMemcpyHostToDevice));
-  S->inv_freq = dinv;
+  // Every position's cosines and sines, once (512 bytes a position).
+  float2* rope;
+  if (e->alloc(&rope, (size_t)cap * (HD / 2))) return -1;
+  rope_table<<<cap, HD / 2>>>(dinv, cap, rope);
+  CK(cudaGetLastError());
+  S->rope = rope;
   return 0;
 }
 
@@ -363,7 +368,7 @@ int run_prefill_tc(tb_engine* e) {
     gemm_run<pf::EPI_STORE>(st, {L.qkv, nullptr, QN, H, e->pf_in, H, n, e->pf_qkv, QN});
     const size_t cache = (size_t)l * S.nkv * S.cap * HD;
     pf::rope_cache<<<rope_blocks, pf::PT, 0, st>>>(
-        {e->pf_qkv, QN, n, S.nh, S.nkv, L.q_norm, L.k_norm, S.eps, S.inv_freq, S.kc + cache, S.vc + cache, S.cap});
+        {e->pf_qkv, QN, n, S.nh, S.nkv, L.q_norm, L.k_norm, S.eps, S.rope, S.kc + cache, S.vc + cache, S.cap});
     pf::attend_rows<<<attn_blocks, pf::PT, 0, st>>>(e->pf_qkv, QN, n, S.nh, S.nkv, e->pf_in);
     gemm_run<pf::EPI_ADD>(st, {L.o, nullptr, H, AO, e->pf_in, AO, n, x, H});
     pf::rms_rows<<<n, pf::PT, 0, st>>>(x, H, H, L.post_norm, S.eps, e->pf_in, H);
@@ -593,7 +598,9 @@ tb_engine* tb_create(const tb_weights* w, int device) {
   P.act_stride = std::max(T.intermediate, C.intermediate);
   const int nhmax = std::max(T.heads, C.heads);
   e->hist_words = (size_t)(V + 31) / 32;
-  if (e->alloc(&P.x, (size_t)mmax * P.xstride) || e->alloc(&P.xfix, 3 * (size_t)P.xstride) ||
+  // xfix: the parity rows' copies and the O row (fix_row).
+  const size_t fix_rows = (size_t)std::max(3, fix_row(1, NCOPY - 1) + 1);
+  if (e->alloc(&P.x, (size_t)mmax * P.xstride) || e->alloc(&P.xfix, fix_rows * P.xstride) ||
       e->alloc(&P.qkv, (size_t)mmax * P.qkv_stride) ||
       // part: the chunked attention's partials.
       e->alloc(&P.part, (size_t)mmax * nhmax * P.cmax * PSTRIDE) ||

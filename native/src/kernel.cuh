@@ -21,6 +21,12 @@ namespace tb {
 #endif
 constexpr int NT = TB_NT;        // threads per CTA
 constexpr int NW = NT / 32;      // warps per CTA
+// Copies of the fused residual rows that gate_up_down's red.add spreads over
+// (CTA b adds into copy b % NCOPY; readers add the copies as integers). Two
+// halve the 132-way contention on each sum (H100: talker step -10 us); four
+// made every prelude read four rows and lost (talker +60 us).
+constexpr int NCOPY = 2;
+static_assert((NCOPY & (NCOPY - 1)) == 0, "NCOPY: a power of two");
 constexpr int HD = 128;          // head_dim (checked at create)
 constexpr int TILE = 256;        // attention positions per softmax tile
 constexpr int MAXG = 16;         // codes per frame
@@ -63,7 +69,7 @@ struct StackD {
   const uint16_t* final_norm;
   uint16_t *kc, *vc;  // [L][nkv][cap][HD]
   int cap;
-  const float* inv_freq;  // [HD/2]
+  const float2* rope;  // [cap][HD/2]: cos and sin of position x inv_freq (rope_table)
 };
 
 struct SamplerD {
@@ -80,7 +86,8 @@ struct Params {
   int V, Vp, G, eos, supp_from, min_new, mask_eos;
   float* x;       // residual [mmax][xstride]
   int xstride;
-  long long* xfix;  // [3][xstride]: the fused steps' residual sums (fixed point): rows 0-1 by layer parity, row 2 the O rows
+  long long* xfix;  // [3 NCOPY - 1][xstride]: the fused steps' residual sums (fixed point): rows 0-1 by layer
+                    // parity, row 2 the O rows, then the parity rows' other copies (fix_row)
   float* qkv;     // [mmax][qkv_stride]
   int qkv_stride;
   float* part;    // attention partials [mmax][nh][cmax][PSTRIDE]
@@ -271,7 +278,7 @@ __device__ __forceinline__ int row_warp() { return (threadIdx.x >> 5) * gridDim.
 // a lane, so a 3072-wide row is one load round instead of three.
 // pre() (every thread, once) writes xs, the activations, just before the
 // row loop (as written this way the build was measured and tested).
-template <int MT, bool WIDE = false, class F, class P>
+template <int MT, bool WIDE = false, bool EARLY = false, class F, class P>
 __device__ __forceinline__ void matvec(const uint16_t* W, int N, int K, const float* xs, int xstride, int m,
                                        F store, P pre) {
   // Few tokens: two rows per warp for loads in flight. Many tokens: one row,
@@ -297,7 +304,11 @@ __device__ __forceinline__ void matvec(const uint16_t* W, int N, int K, const fl
       if (PAIR) wb[PAIR ? u : 0] = (two && c < nch) ? ldw(pb + c) : make_uint4(0, 0, 0, 0);
     }
   };
-  pre();
+  // EARLY: this warp's first weights are issued from inside pre(), right
+  // after its activation loads (pre(hook) calls hook() there).
+  bool first = EARLY;
+  if constexpr (EARLY) pre([&] { if (gw < N) load(gw, lane); });
+  else pre();
   for (int r = gw; r < N; r += step) {
     const int r2 = r + TW;
     const bool two = PAIR && r2 < N;
@@ -307,7 +318,8 @@ __device__ __forceinline__ void matvec(const uint16_t* W, int N, int K, const fl
 #pragma unroll
     for (int t = 0; t < (PAIR ? MT : 1); t++) b[t] = 0.f;
     for (int c0 = lane; c0 < nch; c0 += 32 * U) {
-      load(r, c0);
+      if (!first) load(r, c0);
+      first = false;
 #pragma unroll
       for (int u = 0; u < U; u++) {
         const int c = c0 + 32 * u;
@@ -340,7 +352,7 @@ __device__ __forceinline__ void matvec(const uint16_t* W, int N, int K, const fl
 
 // act[t][r] = SiLU(gate[r].xs[t]) * (up[r].xs[t]): one warp owns both rows.
 // pre() as in matvec.
-template <int MT, class P>
+template <int MT, bool EARLY = false, class P>
 __device__ __forceinline__ void matvec_gate_up(const uint16_t* Wg, const uint16_t* Wu, int N, int K, const float* xs,
                                                int xstride, int m, float* act, int act_stride, P pre) {
   const int lane = threadIdx.x & 31;
@@ -359,13 +371,16 @@ __device__ __forceinline__ void matvec_gate_up(const uint16_t* Wg, const uint16_
       wb[u] = c < nch ? ldw(pb + c) : make_uint4(0, 0, 0, 0);
     }
   };
-  pre();
+  bool first = EARLY;  // as in matvec
+  if constexpr (EARLY) pre([&] { if (gw < N) load(gw, lane); });
+  else pre();
   for (int r = gw; r < N; r += TW) {
     float a[MT], b[MT];
 #pragma unroll
     for (int t = 0; t < MT; t++) a[t] = b[t] = 0.f;
     for (int c0 = lane; c0 < nch; c0 += 32 * U) {
-      load(r, c0);
+      if (!first) load(r, c0);
+      first = false;
 #pragma unroll
       for (int u = 0; u < U; u++) {
         const int c = c0 + 32 * u;
@@ -405,12 +420,33 @@ __device__ __forceinline__ float rms_scale(float ss, int H, float eps, float* re
   return rsqrtf(tot / (float)H + eps);
 }
 
+// Copy c of the fused residual's row r (xfix): rows 0-1 copy 0, row 2 the O
+// rows, copy c of rows 0-1 three rows further on per copy.
+__host__ __device__ constexpr int fix_row(int r, int c) { return r + 3 * c; }
+
+// Element i of a fused residual row p: the sum of its copies (f2: the offset
+// from a copy to the next, 3 rows; 0 when p has one copy), integers, so the
+// order does not matter.
+__device__ __forceinline__ long long fix_sum(const long long* p, size_t f2, int i) {
+  long long v = __ldcg(p + i);
+#pragma unroll
+  for (int c = 1; c < NCOPY; c++) v += f2 ? __ldcg(p + c * f2 + i) : 0;
+  return v;
+}
+
+struct NoHook {
+  __device__ void operator()() const {}
+};
+
 // RMSNorm of m rows in place in shared memory (fp32: x * rsqrt(mean(x^2)+eps) * w).
 // src, when not null, is first copied in (data written earlier in this launch:
 // L1-bypassing loads). fsrc (one row, instead of src): the fixed-point sums of
-// gate_up_down.
+// gate_up_down, with its copies f2 apart (fix_sum). hook: called (one row)
+// right after the loads are issued, for the caller's own loads (matvec's EARLY).
+template <class Hook = NoHook>
 __device__ __forceinline__ void norm_rows(float* xs, int xstride, const float* src, int src_stride, int m, int H,
-                          const uint16_t* w, float eps, float* red, const long long* fsrc = nullptr) {
+                          const uint16_t* w, float eps, float* red, const long long* fsrc = nullptr,
+                          size_t f2 = 0, Hook hook = Hook()) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   // The norm weights do not depend on the barrier: issue their loads first so
   // they overlap the activation loads (one L2 round trip instead of two).
@@ -429,8 +465,9 @@ __device__ __forceinline__ void norm_rows(float* xs, int xstride, const float* s
 #pragma unroll
     for (int k = 0; k < 4; k++) {
       const int i = threadIdx.x + k * NT;
-      v[k] = i < H ? (fsrc ? from_fix(__ldcg(fsrc + i)) : src ? __ldcg(src + i) : xs[i]) : 0.f;
+      v[k] = i < H ? (fsrc ? from_fix(fix_sum(fsrc, f2, i)) : src ? __ldcg(src + i) : xs[i]) : 0.f;
     }
+    hook();
     // Squared after all four loads (see the down projection's prelude).
 #pragma unroll
     for (int k = 0; k < 4; k++) ss += v[k] * v[k];
@@ -445,7 +482,8 @@ __device__ __forceinline__ void norm_rows(float* xs, int xstride, const float* s
   }
   if (fsrc) {
     batched<4>(
-        H, [&](int i) { return from_fix(__ldcg(fsrc + i)); }, [&](int i, float v) { xs[i] = v; });
+        H, [&](int i) { return from_fix(fix_sum(fsrc, f2, i)); },
+        [&](int i, float v) { xs[i] = v; });
     __syncthreads();
   } else if (src) {
     batched<4>(
@@ -486,20 +524,25 @@ __device__ __forceinline__ void norm_rows(float* xs, int xstride, const float* s
 }
 
 // Per-head RMSNorm then rotate-half RoPE of one 128-vector, by one warp.
-// Lane l holds elements l, l+32, l+64, l+96: the RoPE pairs (i, i+64) stay in-lane.
+// Lane l holds elements l, l+32, l+64, l+96: the RoPE pairs (i, i+64) stay
+// in-lane. rope: the stack's table (rope_table), whose row pos holds the
+// cosines and sines this lane needs. Computing them here (sincosf) put its
+// slow path's local array and registers into every decode kernel (H100:
+// talker step -20 us, frame -40, with the 32-bit input gather).
 __device__ __forceinline__ void norm_rope(const float* raw, const uint16_t* w, float eps, int pos,
-                                          const float* inv_freq, float* out) {
+                                          const float2* rope, float* out) {
   const int lane = threadIdx.x & 31;
-  // The norm weights and the frequencies are loaded with the vector: written
+  // The norm weights and the table row are loaded with the vector: written
   // at their use, the compiler issued them after the warp sum, a second round
   // trip on the fused attention's critical path.
-  float v[4], wn[4], fr[2];
+  float v[4], wn[4];
+  float2 cs[2];
 #pragma unroll
   for (int i = 0; i < 4; i++) v[i] = __ldcg(raw + lane + 32 * i);
 #pragma unroll
   for (int i = 0; i < 4; i++) wn[i] = bf(__ldg(w + lane + 32 * i));
 #pragma unroll
-  for (int i = 0; i < 2; i++) fr[i] = __ldg(inv_freq + lane + 32 * i);
+  for (int i = 0; i < 2; i++) cs[i] = __ldg(rope + (size_t)pos * (HD / 2) + lane + 32 * i);
   float s = v[0] * v[0] + v[1] * v[1] + v[2] * v[2] + v[3] * v[3];
   s = warp_sum(s);
   const float r = rsqrtf(s / (float)HD + eps);
@@ -508,22 +551,30 @@ __device__ __forceinline__ void norm_rope(const float* raw, const uint16_t* w, f
 #pragma unroll
   for (int i = 0; i < 2; i++) {
     const int f = lane + 32 * i;
-    float sn, cs;
-    sincosf((float)pos * fr[i], &sn, &cs);
-    out[f] = v[i] * cs - v[i + 2] * sn;
-    out[f + 64] = v[i + 2] * cs + v[i] * sn;
+    out[f] = v[i] * cs[i].x - v[i + 2] * cs[i].y;
+    out[f + 64] = v[i + 2] * cs[i].x + v[i] * cs[i].y;
   }
+}
+
+// The RoPE table of a stack: row p, column j = (cos, sin) of p x inv_freq[j],
+// the float32 product as the official code forms it. One block a position.
+__global__ void rope_table(const float* inv_freq, int cap, float2* out) {
+  const int p = blockIdx.x, j = threadIdx.x;
+  if (p >= cap || j >= HD / 2) return;
+  float sn, cs;
+  sincosf((float)p * inv_freq[j], &sn, &cs);
+  out[(size_t)p * (HD / 2) + j] = make_float2(cs, sn);
 }
 
 // One warp: the new position's k (normed, RoPE'd) into kout and its v into
 // vout. v is loaded with k, not after k's norm: one round trip, not two.
 __device__ __forceinline__ void new_kv(const float* rawk, const float* rawv, const uint16_t* kn, float eps, int pos,
-                                       const float* inv_freq, float* kout, float* vout) {
+                                       const float2* rope, float* kout, float* vout) {
   const int lane = threadIdx.x & 31;
   float vv[HD / 32];
 #pragma unroll
   for (int i = 0; i < HD / 32; i++) vv[i] = __ldcg(rawv + lane + 32 * i);
-  norm_rope(rawk, kn, eps, pos, inv_freq, kout);
+  norm_rope(rawk, kn, eps, pos, rope, kout);
 #pragma unroll
   for (int i = 0; i < HD / 32; i++) vout[lane + 32 * i] = vv[i];
 }
@@ -637,13 +688,14 @@ __device__ __forceinline__ void attend_span(const uint16_t* Kc, const uint16_t* 
 template <int KB>
 __device__ __forceinline__ void attend_warp(const uint16_t* Kc, const uint16_t* Vc, int len, int p0, const float* snk,
                                             const float* snv, const float (&q4)[4], float& mrun, float& lsum,
-                                            float (&acc)[4]) {
+                                            float (&acc)[4], uint2 (&ku)[KB], uint2 (&vu)[KB]) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const float scale = rsqrtf((float)HD);
   for (int pb = warp; pb < len; pb += KB * NW) {
-    uint2 ku[KB], vu[KB];
-    load_cache_rows<KB>(Kc, pb, p0, lane, ku);
-    load_cache_rows<KB>(Vc, pb, p0, lane, vu);
+    if (pb != warp) {  // the first batch: the caller's
+      load_cache_rows<KB>(Kc, pb, p0, lane, ku);
+      load_cache_rows<KB>(Vc, pb, p0, lane, vu);
+    }
     float d[KB];
     float bmax = -CUDART_INF_F;
 #pragma unroll
@@ -695,12 +747,12 @@ __device__ void attention(const Params& a, const StackD& S, int l, int m, int p0
     const uint16_t* Vc = S.vc + (((size_t)l * nkv + kvh) * S.cap) * HD;
     // q on the last warp: the new position's k (first positions' warps) runs alongside.
     if (warp == NW - 1)
-      norm_rope(a.qkv + (size_t)t * a.qkv_stride + h * HD, Lw.q_norm, S.eps, pos, S.inv_freq, sq);
+      norm_rope(a.qkv + (size_t)t * a.qkv_stride + h * HD, Lw.q_norm, S.eps, pos, S.rope, sq);
     for (int j = n0 + warp; j < b1; j += NW) {
       const float* raw = a.qkv + (size_t)(j - p0) * a.qkv_stride;
       float* kd = snk + (j - n0) * HD;
       float* vd = snv + (j - n0) * HD;
-      new_kv(raw + (nh + kvh) * HD, raw + (nh + nkv + kvh) * HD, Lw.k_norm, S.eps, j, S.inv_freq, kd, vd);
+      new_kv(raw + (nh + kvh) * HD, raw + (nh + nkv + kvh) * HD, Lw.k_norm, S.eps, j, S.rope, kd, vd);
       __syncwarp();
       // Exactly one item writes each new position.
       if (h % grp == 0 && j == pos) store_kv(S, l, nkv, kvh, pos, kd, vd, lane);
@@ -814,10 +866,15 @@ __device__ void attention_o(const Params& a, const StackD& S, int l, int pos, co
     };
     const uint16_t* Kc = S.kc + (((size_t)l * nkv + kvh) * S.cap) * HD;
     const uint16_t* Vc = S.vc + (((size_t)l * nkv + kvh) * S.cap) * HD;
+    uint2 ku[4], vu[4];
+    // This warp's first K and V cache rows do not depend on q, k or v: in
+    // flight with them (H100: talker step -3..4 us).
+    load_cache_rows<4>(Kc, warp, pos, lane, ku);
+    load_cache_rows<4>(Vc, warp, pos, lane, vu);
     // q on the last warp, the new position's k and v on warp 0.
-    if (warp == NW - 1) norm_rope(a.qkv + h * HD, qn, S.eps, pos, S.inv_freq, sq);
+    if (warp == NW - 1) norm_rope(a.qkv + h * HD, qn, S.eps, pos, S.rope, sq);
     if (warp == 0) {
-      new_kv(a.qkv + (nh + kvh) * HD, a.qkv + (nh + nkv + kvh) * HD, kn, S.eps, pos, S.inv_freq, snk, snv);
+      new_kv(a.qkv + (nh + kvh) * HD, a.qkv + (nh + nkv + kvh) * HD, kn, S.eps, pos, S.rope, snk, snv);
       __syncwarp();
       // Exactly one item writes each kv head's new position (read by later
       // steps only: every item of this launch has it from a.qkv).
@@ -830,7 +887,7 @@ __device__ void attention_o(const Params& a, const StackD& S, int l, int pos, co
     {  // A scope of its own: the form that was measured (ptxas spills less in it)
     float mrun = -CUDART_INF_F, lsum = 0.f, acc[4] = {0.f, 0.f, 0.f, 0.f};
     prof_mark(gp, PH_AROPE);
-    attend_warp<4>(Kc, Vc, len, pos, snk, snv, q4, mrun, lsum, acc);
+    attend_warp<4>(Kc, Vc, len, pos, snk, snv, q4, mrun, lsum, acc, ku, vu);
     prof_mark(gp, PH_AKV);
     // This half-warp's first W_o rows, in flight while the warps' partial
     // contexts are merged (the whole slice when RB x 128 >= H: the 0.6B).
@@ -882,9 +939,12 @@ __device__ void attention_o(const Params& a, const StackD& S, int l, int pos, co
 // elements its CTA owns into the next residual). All 8 loads a thread issued
 // before any use: one round trip for H <= 4 x NT. (It read 16 per-head O
 // partials, 64 KB a CTA, until attention_o summed them with red.add: H100,
-// predictor step 0.1228-0.1232 -> 0.1200-0.1203 ms.)
+// predictor step 0.1228-0.1232 -> 0.1200-0.1203 ms.) x's copies are f2 apart
+// (fix_sum); hook as in norm_rows.
+template <class Hook = NoHook>
 __device__ __forceinline__ void norm_resid(float* xs, const long long* x, const long long* att, float* xr, int H,
-                                           const uint16_t* w, float eps, float* red) {
+                                           const uint16_t* w, float eps, float* red, size_t f2 = 0,
+                                           Hook hook = Hook()) {
   float wv[4], v[4], ss = 0.f;
   for (int base = 0; base < H; base += 4 * NT) {
     long long xi[4], ai[4];
@@ -892,9 +952,10 @@ __device__ __forceinline__ void norm_resid(float* xs, const long long* x, const 
     for (int k = 0; k < 4; k++) {
       const int i = base + threadIdx.x + k * NT;
       wv[k] = i < H ? bf(w[i]) : 0.f;
-      xi[k] = i < H ? __ldcg(x + i) : 0;
+      xi[k] = i < H ? fix_sum(x, f2, i) : 0;
       ai[k] = i < H ? __ldcg(att + i) : 0;
     }
+    if (base == 0) hook();
 #pragma unroll
     for (int k = 0; k < 4; k++) {
       const int i = base + threadIdx.x + k * NT;
@@ -925,7 +986,7 @@ __device__ __forceinline__ void norm_resid(float* xs, const long long* x, const 
 // split-K share of the down projection (an H-wide partial). Every CTA adds its
 // partial, and the un-normed residual elements o = b (mod grid) it owns, into
 // the next residual with 64-bit integer red.add (to_fix): xfix row l & 1,
-// which run_stack zeroed. The layer's input is row (l + 1) & 1 (for layer 0
+// copy b % NCOPY (fix_row), which run_stack zeroed. The layer's input is row (l + 1) & 1 (for layer 0
 // the step's input, written there by CTA 0). Shared memory past xs: act [I],
 // residual [H], partials [ng][H] (engine.cu sizes it).
 // Micro-benchmark (native/micro/handoff.cu, H100, 28 layers of 0.6B shapes,
@@ -937,9 +998,9 @@ __device__ __forceinline__ void gate_up_down(const Params& a, const StackD& S, c
   float* xr = act + I;
   float* part = xr + H;
   const int nj = (I - b + G - 1) / G;  // this CTA's rows j = b + G m, m < nj
-  matvec_gate_up<1>(Lw.gate, Lw.up, I, H, xs, H, 1, act, 0, [&] {
+  matvec_gate_up<1, true>(Lw.gate, Lw.up, I, H, xs, H, 1, act, 0, [&](auto... hook) {
     norm_resid(xs, a.xfix + (size_t)((l + 1) & 1) * a.xstride, a.xfix + 2 * (size_t)a.xstride, xr, H, Lw.post_norm,
-               S.eps, red);
+               S.eps, red, NCOPY > 1 ? 3 * (size_t)a.xstride : 0, hook...);
   });
   // Thread t: outputs 8c..8c+7 of chunk c = t % nc, over the CTA's rows m =
   // t / nc + ng k (all ng groups' loads of a batch in flight at once).
@@ -975,7 +1036,7 @@ __device__ __forceinline__ void gate_up_down(const Params& a, const StackD& S, c
     for (int e = 0; e < 8; e++) part[gi * H + c * 8 + e] = sum[e];
   }
   __syncthreads();
-  long long* dst = a.xfix + (size_t)(l & 1) * a.xstride;
+  long long* dst = a.xfix + ((size_t)(l & 1) + 3 * (b & (NCOPY - 1))) * a.xstride;  // fix_row(l & 1, b % NCOPY)
   for (int o = threadIdx.x; o < H; o += NT) {
     float y = 0.f;
     for (int g = 0; g < ng; g++) y += part[g * H + o];
@@ -1014,13 +1075,15 @@ __device__ void run_stack(const Params& a, const StackD& S, const LayerD* lw, in
     // A: input norm + fused QKV projection
     float* qkv = a.qkv;
     const int qs = a.qkv_stride;
-    matvec<MT>(
+    // The fused step issues its first weights from inside the norm prelude,
+    // right after the activation loads (H100: talker step -4 us, frame -40).
+    matvec<MT, false, fuse>(
         Lw.qkv, QN, H, xs, H, m, [&](int r, int t, float v) { qkv[(size_t)t * qs + r] = v; },
-        [&] {
+        [&](auto... hook) {
           if constexpr (fuse) {  // layer 0 from xs unless the input is only in xfix (1.7B projection)
             const bool fixed = l > 0 || !input_in_smem;
             norm_rows(xs, H, nullptr, 0, 1, H, Lw.in_norm, S.eps, red,
-                      fixed ? a.xfix + (size_t)((l + 1) & 1) * xsd : nullptr);
+                      fixed ? a.xfix + (size_t)((l + 1) & 1) * xsd : nullptr, NCOPY > 1 ? 3 * (size_t)xsd : 0, hook...);
           } else if (l == 0 && input_in_smem)
             norm_rows(xs, H, nullptr, 0, m, H, Lw.in_norm, S.eps, red);
           else
@@ -1042,7 +1105,11 @@ __device__ void run_stack(const Params& a, const StackD& S, const LayerD* lw, in
       // preludes, a barrier ago: zero it.
       if (blockIdx.x == gridDim.x - 1) {
         long long* next = a.xfix + (size_t)(l & 1) * xsd;
-        for (int i = threadIdx.x; i < H; i += NT) next[i] = 0;
+        for (int i = threadIdx.x; i < H; i += NT) {
+          next[i] = 0;
+#pragma unroll
+          for (int c = 1; c < NCOPY; c++) next[(size_t)(3 * c) * xsd + i] = 0;
+        }
       }
       g.sync(PH_O);
       // D+E: the MLP into xfix
@@ -1109,7 +1176,8 @@ __device__ void head(const Params& a, const StackD& S, int t, const uint16_t* W,
   matvec<1>(
       W, V, S.H, xs, S.H, 1, [&](int r, int, float v) { logits[r] = v; },
       [&] {
-        norm_rows(xs, S.H, a.x + (size_t)t * a.xstride, a.xstride, 1, S.H, S.final_norm, S.eps, red, fsrc);
+        norm_rows(xs, S.H, a.x + (size_t)t * a.xstride, a.xstride, 1, S.H, S.final_norm, S.eps, red, fsrc,
+                  fsrc && NCOPY > 1 ? 3 * (size_t)a.xstride : 0);
         if (hidden_out && blockIdx.x == 0)
           for (int i = threadIdx.x; i < S.H; i += NT) hidden_out[i] = xs[i];
       });
@@ -1613,7 +1681,11 @@ __device__ __forceinline__ int predictor_step(const Params& a, int j, const Smem
         a.proj_w, S.H, H, s.xs, H, m,
         [&](int r, int t, float v) {
           const float y = v + bf(b[r]);
-          if (m == 1) a.xfix[xsd + r] = to_fix(y);  // the fused stack reads only xfix row 1 (run_stack)
+          if (m == 1) {  // the fused stack reads only xfix row 1 (run_stack)
+            a.xfix[xsd + r] = to_fix(y);
+#pragma unroll
+            for (int c = 1; c < NCOPY; c++) a.xfix[(size_t)fix_row(1, c) * xsd + r] = 0;
+          }
           else x[(size_t)t * xsd + r] = y;
         },
         [] {});
@@ -1622,7 +1694,11 @@ __device__ __forceinline__ int predictor_step(const Params& a, int j, const Smem
   } else if (blockIdx.x == 0) {
     // The fused stack's input goes to xfix row 1 (run_stack).
     if (m == 1)
-      for (int i = threadIdx.x; i < H; i += NT) a.xfix[a.xstride + i] = to_fix(s.xs[i]);
+      for (int i = threadIdx.x; i < H; i += NT) {
+        a.xfix[a.xstride + i] = to_fix(s.xs[i]);
+#pragma unroll
+        for (int c = 1; c < NCOPY; c++) a.xfix[(size_t)fix_row(1, c) * a.xstride + i] = 0;
+      }
     else
       for (int t = 0; t < m; t++)
         for (int i = threadIdx.x; i < H; i += NT) a.x[(size_t)t * a.xstride + i] = s.xs[t * H + i];
@@ -1647,37 +1723,46 @@ __device__ int talker_step(const Params& a, const Smem& s, Grid& g) {
   g.stack = 0;
   const int H = S.H;
   const float* text = a.frame < a.ntrail ? a.trail + (size_t)a.frame * H : a.pad;
-  // The 16 embedding rows and the text row, loaded before the sums (batched),
-  // summed in the CPU engine's order.
+  // The 16 embedding rows and the text row, every load issued before the
+  // sums, summed in the CPU engine's order. A thread takes two adjacent
+  // elements (H is a multiple of 8), one 32-bit load a row: the form that
+  // loaded 16-bit elements two at a time held twice the registers, and ptxas
+  // spilled around it once the layers' phases needed more.
   const uint16_t* rows[MAXG];
   rows[0] = a.codec_emb + (size_t)s.codes[0] * H;
 #pragma unroll
   for (int k = 1; k < MAXG; k++) rows[k] = a.cp_embs + ((size_t)(k - 1) * a.Vp + (k < a.G ? s.codes[k] : 0)) * H;
-  struct Input {
-    uint16_t emb[MAXG];
-    float text;
-  };
-  batched<2>(
-      H,
-      [&](int i) {
-        Input in;
+  for (int i = 2 * threadIdx.x; i < H; i += 2 * NT) {
+    uint32_t e[MAXG];
 #pragma unroll
-        for (int k = 0; k < MAXG; k++) in.emb[k] = k < a.G ? rows[k][i] : 0;
-        in.text = text[i];
-        return in;
-      },
-      [&](int i, const Input& in) {
-        float v = bf(in.emb[0]);
+    for (int k = 0; k < MAXG; k++) e[k] = k < a.G ? *reinterpret_cast<const uint32_t*>(rows[k] + i) : 0u;
+    const float2 tx = *reinterpret_cast<const float2*>(text + i);
+    float v0 = bflo(e[0]), v1 = bfhi(e[0]);
 #pragma unroll
-        for (int k = 1; k < MAXG; k++)
-          if (k < a.G) v += bf(in.emb[k]);
-        v += in.text;
-        s.xs[i] = v;
-        if (blockIdx.x == 0) {  // the residual: xfix row 1 for the fused stack (run_stack)
-          if (FUSE) a.xfix[a.xstride + i] = to_fix(v);
-          else a.x[i] = v;
+    for (int k = 1; k < MAXG; k++)
+      if (k < a.G) {
+        v0 += bflo(e[k]);
+        v1 += bfhi(e[k]);
+      }
+    v0 += tx.x;
+    v1 += tx.y;
+    s.xs[i] = v0;
+    s.xs[i + 1] = v1;
+    if (blockIdx.x == 0) {  // the residual: xfix row 1 for the fused stack (run_stack)
+      if (FUSE) {
+        a.xfix[a.xstride + i] = to_fix(v0);
+        a.xfix[a.xstride + i + 1] = to_fix(v1);
+#pragma unroll
+        for (int c = 1; c < NCOPY; c++) {
+          a.xfix[(size_t)fix_row(1, c) * a.xstride + i] = 0;
+          a.xfix[(size_t)fix_row(1, c) * a.xstride + i + 1] = 0;
         }
-      });
+      } else {
+        a.x[i] = v0;
+        a.x[i + 1] = v1;
+      }
+    }
+  }
   __syncthreads();
   if (threadIdx.x == 0) g.mark(PH_OTHER);
   run_stack<1, FUSE>(a, S, s.layers, 1, a.tpos, a.chunks, s.xs, s.red, g, true);

@@ -191,7 +191,7 @@ struct RopeArgs {
   int qs, M, nh, nkv;
   const uint16_t *q_norm, *k_norm;
   float eps;
-  const float* inv_freq;
+  const float2* rope;  // the stack's RoPE table (rope_table)
   uint16_t *kc, *vc;  // this layer's caches [nkv][cap][HD]
   int cap;
 };
@@ -206,13 +206,13 @@ __global__ void __launch_bounds__(PT) rope_cache(const RopeArgs r) {
   const int row = item / per_row, v = item % per_row;
   float* vec = r.qkv + (size_t)row * r.qs + v * HD;
   if (v < r.nh) {
-    norm_rope(vec, r.q_norm, r.eps, row, r.inv_freq, vec);
+    norm_rope(vec, r.q_norm, r.eps, row, r.rope, vec);
     return;
   }
   const bool is_k = v < r.nh + r.nkv;
   const int kvh = is_k ? v - r.nh : v - r.nh - r.nkv;
   if (is_k) {
-    norm_rope(vec, r.k_norm, r.eps, row, r.inv_freq, vec);
+    norm_rope(vec, r.k_norm, r.eps, row, r.rope, vec);
     __syncwarp();
   }
   uint16_t* dst = (is_k ? r.kc : r.vc) + ((size_t)kvh * r.cap + row) * HD;
