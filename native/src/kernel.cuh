@@ -424,6 +424,10 @@ __device__ __forceinline__ float rms_scale(float ss, int H, float eps, float* re
 // rows, copy c of rows 0-1 three rows further on per copy.
 __host__ __device__ constexpr int fix_row(int r, int c) { return r + 3 * c; }
 
+// fix_sum's f2 for rows of stride xs: the offset from a copy to the next.
+__device__ __forceinline__ size_t fix_copy_offset(size_t xs) { return NCOPY > 1 ? (size_t)fix_row(0, 1) * xs : 0; }
+
+
 // Element i of a fused residual row p: the sum of its copies (f2: the offset
 // from a copy to the next, 3 rows; 0 when p has one copy), integers, so the
 // order does not matter.
@@ -1000,7 +1004,7 @@ __device__ __forceinline__ void gate_up_down(const Params& a, const StackD& S, c
   const int nj = (I - b + G - 1) / G;  // this CTA's rows j = b + G m, m < nj
   matvec_gate_up<1, true>(Lw.gate, Lw.up, I, H, xs, H, 1, act, 0, [&](auto... hook) {
     norm_resid(xs, a.xfix + (size_t)((l + 1) & 1) * a.xstride, a.xfix + 2 * (size_t)a.xstride, xr, H, Lw.post_norm,
-               S.eps, red, NCOPY > 1 ? 3 * (size_t)a.xstride : 0, hook...);
+               S.eps, red, fix_copy_offset(a.xstride), hook...);
   });
   // Thread t: outputs 8c..8c+7 of chunk c = t % nc, over the CTA's rows m =
   // t / nc + ng k (all ng groups' loads of a batch in flight at once).
@@ -1036,7 +1040,7 @@ __device__ __forceinline__ void gate_up_down(const Params& a, const StackD& S, c
     for (int e = 0; e < 8; e++) part[gi * H + c * 8 + e] = sum[e];
   }
   __syncthreads();
-  long long* dst = a.xfix + ((size_t)(l & 1) + 3 * (b & (NCOPY - 1))) * a.xstride;  // fix_row(l & 1, b % NCOPY)
+  long long* dst = a.xfix + (size_t)fix_row(l & 1, b & (NCOPY - 1)) * a.xstride;  // copy b % NCOPY
   for (int o = threadIdx.x; o < H; o += NT) {
     float y = 0.f;
     for (int g = 0; g < ng; g++) y += part[g * H + o];
@@ -1083,7 +1087,7 @@ __device__ void run_stack(const Params& a, const StackD& S, const LayerD* lw, in
           if constexpr (fuse) {  // layer 0 from xs unless the input is only in xfix (1.7B projection)
             const bool fixed = l > 0 || !input_in_smem;
             norm_rows(xs, H, nullptr, 0, 1, H, Lw.in_norm, S.eps, red,
-                      fixed ? a.xfix + (size_t)((l + 1) & 1) * xsd : nullptr, NCOPY > 1 ? 3 * (size_t)xsd : 0, hook...);
+                      fixed ? a.xfix + (size_t)((l + 1) & 1) * xsd : nullptr, fix_copy_offset(xsd), hook...);
           } else if (l == 0 && input_in_smem)
             norm_rows(xs, H, nullptr, 0, m, H, Lw.in_norm, S.eps, red);
           else
@@ -1108,7 +1112,7 @@ __device__ void run_stack(const Params& a, const StackD& S, const LayerD* lw, in
         for (int i = threadIdx.x; i < H; i += NT) {
           next[i] = 0;
 #pragma unroll
-          for (int c = 1; c < NCOPY; c++) next[(size_t)(3 * c) * xsd + i] = 0;
+          for (int c = 1; c < NCOPY; c++) next[(size_t)fix_row(0, c) * xsd + i] = 0;
         }
       }
       g.sync(PH_O);
@@ -1177,7 +1181,7 @@ __device__ void head(const Params& a, const StackD& S, int t, const uint16_t* W,
       W, V, S.H, xs, S.H, 1, [&](int r, int, float v) { logits[r] = v; },
       [&] {
         norm_rows(xs, S.H, a.x + (size_t)t * a.xstride, a.xstride, 1, S.H, S.final_norm, S.eps, red, fsrc,
-                  fsrc && NCOPY > 1 ? 3 * (size_t)a.xstride : 0);
+                  fsrc ? fix_copy_offset(a.xstride) : 0);
         if (hidden_out && blockIdx.x == 0)
           for (int i = threadIdx.x; i < S.H; i += NT) hidden_out[i] = xs[i];
       });
