@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"talkbox/engine/model"
 	"talkbox/engine/safetensors"
 	"talkbox/engine/wav"
+	"talkbox/internal/atomicfile"
 )
 
 func init() {
@@ -58,17 +60,26 @@ func runDecode(args []string, stdout, stderr io.Writer) error {
 	}
 
 	start := time.Now()
+	// Through atomicfile: a failure or a signal leaves the user's file as it
+	// was, never a header-only WAV over it.
 	w, err := wav.Create(*out, dec.SampleRate(), wf)
 	if err != nil {
 		return err
 	}
-	if err := decodeInto(w, dec, frames, *mode); err != nil {
-		w.Close()
-		os.Remove(*out) // never leave a half-written file that looks valid
+	defer w.Abort()
+	ctx, stop := signalContext(context.Background())
+	defer stop()
+	if err := decodeInto(ctx, w, dec, frames, *mode); err != nil {
 		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("interrupted: %s left as it was", *out)
 	}
 	if err := w.Close(); err != nil {
 		return err
+	}
+	if *out == atomicfile.Stdout {
+		stdout = stderr // standard output carries the audio
 	}
 	fmt.Fprintf(stdout, "wrote %s: %d frames, %d samples at %d Hz (%s, %s mode) in %.0f ms\n",
 		*out, len(frames), w.Samples(), dec.SampleRate(), wf, *mode, float64(time.Since(start).Microseconds())/1e3)
@@ -77,7 +88,7 @@ func runDecode(args []string, stdout, stderr io.Writer) error {
 
 // decodeInto writes the decoded audio: official mode in one call, streaming
 // mode frame by frame as a live synthesis would.
-func decodeInto(w *wav.Writer, dec *codec.Decoder, frames []backend.Codes, mode string) error {
+func decodeInto(ctx context.Context, w *wav.Writer, dec *codec.Decoder, frames []backend.Codes, mode string) error {
 	if mode == "official" {
 		pcm, err := dec.DecodeOfficial(frames)
 		if err != nil {
@@ -91,6 +102,9 @@ func decodeInto(w *wav.Writer, dec *codec.Decoder, frames []backend.Codes, mode 
 	}
 	defer s.Close()
 	for i := range frames {
+		if ctx.Err() != nil {
+			return nil // the caller reports the interruption
+		}
 		pcm, err := s.Push(frames[i : i+1])
 		if err != nil {
 			return err

@@ -5,8 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
+	"strconv"
 	"strings"
 
 	"talkbox/app/hub"
@@ -14,6 +13,7 @@ import (
 	"talkbox/engine/backend"
 	"talkbox/engine/sample"
 	"talkbox/engine/wav"
+	"talkbox/internal/atomicfile"
 )
 
 func init() {
@@ -70,6 +70,10 @@ func runSay(args []string, stdout, stderr io.Writer) error {
 		g := sample.Greedy()
 		req.Talker, req.Predictor = &g, &g
 	}
+	// Signals are caught from here on, so a stop during loading or synthesis
+	// still runs the deferred clean-up below.
+	ctx, stop := signalContext(context.Background())
+	defer stop()
 	dir, err := hub.Resolve(*modelFlag)
 	if err != nil {
 		return err
@@ -80,23 +84,75 @@ func runSay(args []string, stdout, stderr io.Writer) error {
 	}
 	defer e.Close()
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
+	// The outputs are opened before any synthesis, so a bad path (a
+	// directory, a missing folder) fails at once; both go through atomicfile,
+	// so a failed or cancelled run leaves the user's files as they were.
+	var w *wav.Writer
+	if *out != "" {
+		if w, err = wav.Create(*out, e.SampleRate(), format); err != nil {
+			return err
+		}
+		defer w.Abort()
+	}
+	var codesW *atomicfile.File
+	if *codesOut != "" {
+		if codesW, err = atomicfile.Create(*codesOut, 0o644); err != nil {
+			return err
+		}
+		defer codesW.Abort()
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	chunks, err := e.Synthesize(ctx, req)
 	if err != nil {
 		return err
 	}
-	// Audio goes to a temporary file renamed at the end, so a failed or
-	// cancelled run never leaves a truncated WAV where the user expects one.
-	var w *wav.Writer
-	if *out != "" {
-		if w, err = wav.Create(*out+".part", e.SampleRate(), format); err != nil {
-			for range chunks {
-			}
+	var write func([]float32) error
+	if w != nil {
+		write = w.Write
+	}
+	codes, final, writeErr := consume(chunks, write, cancel)
+	if writeErr != nil {
+		if final.Stats != nil {
+			return fmt.Errorf("%w; synthesis stopped after %d%s frames", writeErr, final.Stats.Frames, planned(req))
+		}
+		return writeErr
+	}
+	if final.Err != nil {
+		return final.Err
+	}
+	if w != nil {
+		if err := w.Close(); err != nil {
 			return err
 		}
-		defer os.Remove(*out + ".part")
 	}
+	if codesW != nil {
+		b, err := json.Marshal(codes)
+		if err != nil {
+			return err
+		}
+		if _, err := codesW.Write(append(b, '\n')); err != nil {
+			return err
+		}
+		if err := codesW.Commit(); err != nil {
+			return err
+		}
+	}
+	st := final.Stats
+	if *out == atomicfile.Stdout || *codesOut == atomicfile.Stdout {
+		stdout = stderr // standard output carries the data
+	}
+	fmt.Fprintf(stdout, "%d frames (%.2f s of audio, stop: %s) on %s: TTFC %.1f ms, LM %.1f ms/frame, codec %.1f ms/frame, RTF %.3f\n",
+		st.Frames, st.AudioSeconds, st.Stop, st.Device, ms(st.TTFC), ms(st.LMPerFrame), ms(st.CodecPerFrame), st.RTF)
+	return nil
+}
+
+// consume reads an utterance's chunks to the end, collecting the codes and
+// handing the PCM to write (when not nil). The first write error cancels the
+// synthesis at once (a full disk must not wait for the last frame); the rest
+// of the stream is still drained so the engine finishes cleanly.
+func consume(chunks <-chan engine.Chunk, write func([]float32) error, cancel func()) (codesFile, engine.Chunk, error) {
 	var codes codesFile
 	var final engine.Chunk
 	var writeErr error
@@ -106,39 +162,21 @@ func runSay(args []string, stdout, stderr io.Writer) error {
 			continue
 		}
 		codes.Codes = append(codes.Codes, c.Codes...)
-		if w != nil && writeErr == nil {
-			writeErr = w.Write(c.PCM)
+		if write != nil && writeErr == nil {
+			if writeErr = write(c.PCM); writeErr != nil {
+				cancel()
+			}
 		}
 	}
-	if w != nil {
-		if err := w.Close(); writeErr == nil {
-			writeErr = err
-		}
+	return codes, final, writeErr
+}
+
+// planned says how many frames the request asked for, for messages.
+func planned(req engine.Request) string {
+	if req.ExactFrames > 0 {
+		return " of " + strconv.Itoa(req.ExactFrames)
 	}
-	if final.Err != nil {
-		return final.Err
-	}
-	if writeErr != nil {
-		return writeErr
-	}
-	if *out != "" {
-		if err := os.Rename(*out+".part", *out); err != nil {
-			return err
-		}
-	}
-	if *codesOut != "" {
-		b, err := json.Marshal(codes)
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(*codesOut, append(b, '\n'), 0o644); err != nil {
-			return err
-		}
-	}
-	st := final.Stats
-	fmt.Fprintf(stdout, "%d frames (%.2f s of audio, stop: %s) on %s: TTFC %.1f ms, LM %.1f ms/frame, codec %.1f ms/frame, RTF %.3f\n",
-		st.Frames, st.AudioSeconds, st.Stop, st.Device, ms(st.TTFC), ms(st.LMPerFrame), ms(st.CodecPerFrame), st.RTF)
-	return nil
+	return ""
 }
 
 func parseBool(s string) (bool, error) {

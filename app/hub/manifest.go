@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"talkbox/internal/atomicfile"
 )
 
 // manifestName is the small record in each model folder of what was pulled
@@ -70,20 +72,10 @@ func recordFor(j fileJob, st os.FileInfo) manifestRecord {
 	return manifestRecord{Size: j.Size, SHA256: j.SHA256, BlobID: j.BlobID, ModTime: st.ModTime().UnixNano()}
 }
 
-// writeFileAtomic writes a temporary file next to path and renames it over.
+// writeFileAtomic writes path through atomicfile (temporary file, sync,
+// rename), naming the file in any error.
 func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	_, werr := tmp.Write(data)
-	cerr := tmp.Close()
-	if err := errors.Join(werr, cerr); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
+	if err := atomicfile.WriteFile(path, data, 0o644); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil

@@ -15,6 +15,7 @@ import (
 	"sync"
 
 	"talkbox/engine/safetensors"
+	"talkbox/internal/atomicfile"
 )
 
 // SynthOptions describe a synthetic checkpoint: the real file layout and
@@ -133,7 +134,7 @@ func writeJSONFile(path string, v any) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, b, 0o644)
+	return atomicfile.WriteFile(path, b, 0o644)
 }
 
 func copyFile(src, dst string) error {
@@ -142,15 +143,15 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	defer in.Close()
-	out, err := os.Create(dst)
+	out, err := atomicfile.Create(dst, 0o644)
 	if err != nil {
 		return err
 	}
 	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
+		out.Abort()
 		return err
 	}
-	return out.Close()
+	return out.Commit()
 }
 
 // synthValueScale picks a plausible distribution per tensor so activations
@@ -201,12 +202,11 @@ func writeRandomTensors(path string, specs []TensorSpec, dt safetensors.DType, s
 	for len(hj)%8 != 0 {
 		hj = append(hj, ' ')
 	}
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
+	f, err := atomicfile.Create(path, 0o644)
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp)
+	defer f.Abort()
 	w := bufio.NewWriterSize(f, 4<<20)
 	binary.Write(w, binary.LittleEndian, uint64(len(hj)))
 	w.Write(hj)
@@ -219,18 +219,13 @@ func writeRandomTensors(path string, specs []TensorSpec, dt safetensors.DType, s
 		center, hw := synthValueScale(s)
 		fillRandom(buf, dt, center, hw, seed*1000003+uint64(i))
 		if _, err := w.Write(buf); err != nil {
-			f.Close()
 			return fmt.Errorf("synthetic checkpoint: write %s: %w", path, err)
 		}
 	}
 	if err := w.Flush(); err != nil {
-		f.Close()
 		return fmt.Errorf("synthetic checkpoint: write %s: %w", path, err)
 	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return f.Commit()
 }
 
 // fillRandom fills buf with uniform values in center±halfWidth, split across

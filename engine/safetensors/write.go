@@ -6,8 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"sort"
+
+	"talkbox/internal/atomicfile"
 )
 
 // WriteTensor is one tensor to be written. Data holds the little-endian bytes;
@@ -51,11 +52,11 @@ func Write(path string, tensors []WriteTensor, metadata map[string]string) error
 	for len(hj)%8 != 0 { // keep the data block 8-byte aligned, as the HF writer does
 		hj = append(hj, ' ')
 	}
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
+	f, err := atomicfile.Create(path, 0o644)
 	if err != nil {
 		return err
 	}
+	defer f.Abort()
 	w := bufio.NewWriterSize(f, 1<<20)
 	var lenBuf [8]byte
 	binary.LittleEndian.PutUint64(lenBuf[:], uint64(len(hj)))
@@ -64,16 +65,10 @@ func Write(path string, tensors []WriteTensor, metadata map[string]string) error
 	for _, t := range sorted {
 		_, _ = w.Write(t.Data)
 	}
-	if err := w.Flush(); err != nil {
-		f.Close()
-		os.Remove(tmp)
+	if err := w.Flush(); err != nil { // the first write error, kept by bufio
 		return err
 	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return os.Rename(tmp, path)
+	return f.Commit()
 }
 
 // F32Bytes encodes float32 values little-endian.

@@ -10,7 +10,8 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
+
+	"talkbox/internal/atomicfile"
 )
 
 // Format is the sample encoding.
@@ -120,44 +121,66 @@ func encode(dst []byte, samples []float32, f Format) []byte {
 
 // Writer streams one mono WAV file.
 type Writer struct {
-	w       io.WriteSeeker
-	closer  io.Closer // the file, when Create opened it
-	format  Format
-	rate    int
-	samples int
-	buf     []byte
-	err     error
-	closed  bool
+	w        io.Writer
+	seekable bool             // Close rewrites the header with the final sizes
+	file     *atomicfile.File // the file, when Create opened it
+	format   Format
+	rate     int
+	samples  int
+	buf      []byte
+	err      error
+	closed   bool
 }
 
 // NewWriter writes a provisional header to w; Close rewrites it with the
-// final sizes, so w must be seekable (a file).
-func NewWriter(w io.WriteSeeker, rate int, f Format) (*Writer, error) {
+// final sizes when w can seek (a file). On a stream (a pipe, standard output)
+// the header keeps the largest sizes, which readers take as "until the end".
+func NewWriter(w io.Writer, rate int, f Format) (*Writer, error) {
 	if rate <= 0 {
 		return nil, fmt.Errorf("wav: sample rate %d", rate)
 	}
 	if f != S16 && f != F32 {
 		return nil, fmt.Errorf("wav: unknown format %d", f)
 	}
-	if _, err := w.Write(header(f, rate, 0)); err != nil {
+	seekable := canSeek(w)
+	n := 0
+	if !seekable {
+		n = maxSamples(f)
+	}
+	if _, err := w.Write(header(f, rate, n)); err != nil {
 		return nil, fmt.Errorf("wav: header: %w", err)
 	}
-	return &Writer{w: w, format: f, rate: rate}, nil
+	return &Writer{w: w, seekable: seekable, format: f, rate: rate}, nil
 }
 
-// Create makes (or truncates) path and returns a Writer that closes it.
+// canSeek asks w whether it can seek: atomicfile says so itself; for an
+// *os.File, a pipe fails a seek to the current position.
+func canSeek(w io.Writer) bool {
+	if s, ok := w.(interface{ Seekable() bool }); ok {
+		return s.Seekable()
+	}
+	s, ok := w.(io.Seeker)
+	if !ok {
+		return false
+	}
+	_, err := s.Seek(0, io.SeekCurrent)
+	return err == nil
+}
+
+// Create starts writing path through atomicfile: the target appears, whole,
+// when Close succeeds; Abort (or a failed Close) leaves it as it was. "-"
+// and devices are written in place.
 func Create(path string, rate int, f Format) (*Writer, error) {
-	file, err := os.Create(path)
+	file, err := atomicfile.Create(path, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("wav: %w", err)
 	}
 	w, err := NewWriter(file, rate, f)
 	if err != nil {
-		file.Close()
-		os.Remove(path)
+		file.Abort()
 		return nil, fmt.Errorf("wav: %s: %w", path, err)
 	}
-	w.closer = file
+	w.file = file
 	return w, nil
 }
 
@@ -185,28 +208,45 @@ func (w *Writer) Write(samples []float32) error {
 // Samples is the number of samples written so far.
 func (w *Writer) Samples() int { return w.samples }
 
-// Close writes the final header sizes and closes the file Create opened.
+// Close writes the final header sizes and, for a file Create opened, makes
+// it visible (atomicfile Commit); after an earlier write error the file is
+// dropped instead and that error returned.
 func (w *Writer) Close() error {
 	if w.closed {
 		return nil
 	}
 	w.closed = true
 	err := w.err
-	if err == nil {
-		if _, e := w.w.Seek(0, io.SeekStart); e != nil {
+	if err == nil && w.seekable {
+		s := w.w.(io.Seeker)
+		if _, e := s.Seek(0, io.SeekStart); e != nil {
 			err = fmt.Errorf("wav: seek to header: %w", e)
 		} else if _, e := w.w.Write(header(w.format, w.rate, w.samples)); e != nil {
 			err = fmt.Errorf("wav: rewrite header: %w", e)
-		} else if _, e := w.w.Seek(0, io.SeekEnd); e != nil {
+		} else if _, e := s.Seek(0, io.SeekEnd); e != nil {
 			err = fmt.Errorf("wav: seek to end: %w", e)
 		}
 	}
-	if w.closer != nil {
-		if e := w.closer.Close(); err == nil && e != nil {
-			err = fmt.Errorf("wav: close: %w", e)
+	if w.file != nil {
+		if err != nil {
+			w.file.Abort()
+		} else if e := w.file.Commit(); e != nil {
+			err = fmt.Errorf("wav: %w", e)
 		}
 	}
 	return err
+}
+
+// Abort drops a file Create opened, leaving the target as it was (a
+// cancelled or failed synthesis). It does nothing after Close.
+func (w *Writer) Abort() {
+	if w.closed {
+		return
+	}
+	w.closed = true
+	if w.file != nil {
+		w.file.Abort()
+	}
 }
 
 // Encode writes a whole mono WAV to w in one go (w need not seek).
@@ -232,7 +272,7 @@ func WriteFile(path string, samples []float32, rate int, f Format) error {
 		return err
 	}
 	if err := w.Write(samples); err != nil {
-		w.Close()
+		w.Abort()
 		return err
 	}
 	return w.Close()

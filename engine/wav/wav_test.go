@@ -151,3 +151,72 @@ func TestBadInput(t *testing.T) {
 		t.Error("create in a missing directory succeeded")
 	}
 }
+
+// A failed or cancelled write leaves the user's file as it was (the old
+// writer truncated it at Create and left a header-only file on Ctrl-C).
+func TestAbortKeepsExistingFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "keep.wav")
+	if err := WriteFile(path, []float32{0.5, -0.5}, 24000, S16); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(path)
+	w, err := Create(path, 24000, S16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(make([]float32, 1000)); err != nil {
+		t.Fatal(err)
+	}
+	w.Abort()
+	after, _ := os.ReadFile(path)
+	if !bytes.Equal(before, after) {
+		t.Fatalf("file changed by an aborted write: %d -> %d bytes", len(before), len(after))
+	}
+	if es, _ := os.ReadDir(dir); len(es) != 1 {
+		t.Fatalf("temporary file left: %d entries", len(es))
+	}
+	if err := w.Close(); err != nil {
+		t.Fatalf("Close after Abort: %v", err)
+	}
+}
+
+// A WAV streamed to a pipe cannot have its sizes fixed afterwards, so the
+// header says "as long as the stream" and the samples follow it.
+func TestStreamHeaderOnPipe(t *testing.T) {
+	r, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan []byte)
+	go func() {
+		var buf bytes.Buffer
+		buf.ReadFrom(r)
+		done <- buf.Bytes()
+	}()
+	w, err := NewWriter(pw, 24000, S16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write([]float32{1, -1, 0})
+	if err := w.Close(); err != nil {
+		t.Fatalf("Close on a pipe: %v", err)
+	}
+	pw.Close()
+	b := <-done
+	if len(b) != 44+6 {
+		t.Fatalf("%d bytes", len(b))
+	}
+	if got := binary.LittleEndian.Uint32(b[40:]); got != uint32(maxSamples(S16)*2) {
+		t.Errorf("streamed data size %d", got)
+	}
+	if got := int16(binary.LittleEndian.Uint16(b[44:])); got != 32767 {
+		t.Errorf("first sample %d", got)
+	}
+}
+
+func TestCreateRefusesDirectory(t *testing.T) {
+	if _, err := Create(t.TempDir(), 24000, S16); err == nil {
+		t.Fatal("directory accepted")
+	}
+}
