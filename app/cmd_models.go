@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
 	"talkbox/app/hub"
@@ -36,21 +37,22 @@ func runModels(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, "  none; get one with: talkbox pull")
 	} else {
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAME\tREPOSITORY\tSIZE\tSTATUS")
+		fmt.Fprintln(tw, "MODEL\tNAME\tTYPE\tSIZE\tSTATUS")
 		for _, in := range list {
 			installed[in.Repo] = true
 			status := "ready"
-			if in.Type != "" {
-				status += fmt.Sprintf(" (%s %s)", in.SizeName, in.Type)
-			}
 			if !in.Complete {
 				status = "incomplete: " + in.Problem
+				if pct, ok := in.Percent(); ok && in.Partial > 0 {
+					status = fmt.Sprintf("download %d%% done: %s", pct, in.Problem)
+				}
 			}
 			size := hub.FormatBytes(in.Size)
 			if in.Partial > 0 {
 				size += " + " + hub.FormatBytes(in.Partial) + " partial"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", cmp.Or(in.Alias, in.Name), in.Repo, size, status)
+			kind := cmp.Or(strings.TrimSpace(in.SizeName+" "+hub.TypeLabel(in.Type)), "?")
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", in.DisplayName(), cmp.Or(in.Alias, in.Repo, in.Name), kind, size, status)
 		}
 		tw.Flush()
 	}
@@ -63,7 +65,7 @@ func runModels(args []string, stdout, stderr io.Writer) error {
 	if len(more) > 0 {
 		fmt.Fprintln(stdout, "\navailable with talkbox pull NAME:")
 		for _, k := range more {
-			fmt.Fprintf(stdout, "  %-18s %s\n", k.Alias, k.About)
+			fmt.Fprintf(stdout, "  %-18s %-28s %s\n", k.Alias, k.DisplayName(), k.About)
 		}
 	}
 	return nil

@@ -21,6 +21,10 @@ type manifest struct {
 	// Complete is set when every listed file was in place and verified.
 	Complete bool                      `json:"complete"`
 	Files    map[string]manifestRecord `json:"files"`
+	// Total is the byte size of every file of Commit, written before the
+	// first byte is fetched, so an interrupted download can say how far it
+	// got ("Resume, 73% done") after a restart without asking the Hub.
+	Total int64 `json:"total,omitempty"`
 }
 
 // manifestRecord describes a verified file. The size and modification time

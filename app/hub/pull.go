@@ -97,6 +97,10 @@ func (s *Store) Pull(ctx context.Context, name string, progress func(Progress)) 
 	if err := s.checkFreeSpace(dir, jobs, man); err != nil {
 		return "", err
 	}
+	man.Total = rep.p.Total
+	if err := man.write(dir); err != nil {
+		return "", writeError(err, filepath.Join(dir, manifestName))
+	}
 
 	d := &downloader{client: s.Client, repo: repo, commit: commit, dir: dir, rep: rep,
 		idleTimeout: s.IdleTimeout, wrapWriter: s.wrapWriter}
@@ -187,27 +191,51 @@ func (s *Store) alreadyComplete(ctx context.Context, d *downloader, j fileJob, m
 // checkFreeSpace refuses to start a pull that cannot fit, rather than fail
 // after a long download.
 func (s *Store) checkFreeSpace(dir string, jobs []fileJob, man *manifest) error {
+	need := stillNeeded(dir, jobs)
+	avail, known := s.free(dir)
+	if known && avail < need {
+		return fmt.Errorf("%w: pulling %s needs %s more, but %s has only %s free",
+			ErrDiskFull, man.Repo, FormatBytes(need), dir, FormatBytes(avail))
+	}
+	return nil
+}
+
+// stillNeeded is the bytes a pull into dir has yet to write: files already
+// at their listed size count as present (hashing decides later), .part files
+// count for what they hold.
+func stillNeeded(dir string, jobs []fileJob) int64 {
 	var need int64
 	for _, j := range jobs {
 		dst := filepath.Join(dir, filepath.FromSlash(j.Path))
 		if st, err := os.Stat(dst); err == nil && st.Size() == j.Size {
-			continue // most likely complete; hashing decides later
+			continue
 		}
 		need += j.Size
 		if st, err := os.Stat(dst + ".part"); err == nil && st.Size() <= j.Size {
 			need -= st.Size()
 		}
 	}
+	return need
+}
+
+// free is the space available at dir (or the nearest folder above it that
+// exists); known is false where the platform cannot tell.
+func (s *Store) free(dir string) (int64, bool) {
 	free := s.freeSpace
 	if free == nil {
 		free = diskFree
 	}
-	avail, known := free(dir)
-	if known && avail < need {
-		return fmt.Errorf("%w: pulling %s needs %s more, but %s has only %s free",
-			ErrDiskFull, man.Repo, FormatBytes(need), dir, FormatBytes(avail))
+	for {
+		if _, err := os.Stat(dir); err == nil {
+			break
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			break
+		}
+		dir = up
 	}
-	return nil
+	return free(dir)
 }
 
 // jobsFrom turns the listing into files to fetch, smallest first so the

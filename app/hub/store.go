@@ -45,6 +45,9 @@ type Installed struct {
 	Problem  string
 	Type     string // tts_model_type, when config.json is readable
 	SizeName string // "0.6B" or "1.7B", when config.json is readable
+	// Total is the size of the whole download when a pull has started here
+	// (from its manifest), else 0; with Size and Partial it gives Percent.
+	Total int64
 }
 
 // tokenizerFiles are what the text tokenizer is built from; model.Load does
@@ -99,6 +102,7 @@ func Inspect(dir string) Installed {
 	man, _ := readManifest(dir)
 	if man != nil && man.Repo != "" {
 		in.Repo = man.Repo
+		in.Total = man.Total
 	}
 	in.Alias = aliasFor(in.Repo)
 	if cfg, err := model.ReadConfig(dir); err == nil {
