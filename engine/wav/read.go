@@ -15,6 +15,11 @@ type Info struct {
 	Channels   int
 }
 
+// streamedData is the smallest data size taken as "until the end of the
+// stream": writers that cannot seek put the largest size that fits (this
+// package's NewWriter writes maxSamples; others 0xFFFFFFFF).
+const streamedData = math.MaxUint32 - 64
+
 // ErrFormat is wrapped when a file is not a WAV this package understands.
 var ErrFormat = errors.New("wav: unsupported or corrupt file")
 
@@ -31,6 +36,9 @@ func Decode(b []byte) ([]float32, Info, error) {
 	for off := 12; off+8 <= len(b); {
 		id, size := string(b[off:off+4]), int(le.Uint32(b[off+4:]))
 		body := off + 8
+		if id == "data" && body+size > len(b) && size >= streamedData {
+			size = len(b) - body // a streamed file: the data runs to the end
+		}
 		if size < 0 || body+size > len(b) {
 			return nil, info, fmt.Errorf("%w: chunk %q overruns the file", ErrFormat, id)
 		}
@@ -58,8 +66,8 @@ func Decode(b []byte) ([]float32, Info, error) {
 			if !haveFmt {
 				return nil, info, fmt.Errorf("%w: data before fmt", ErrFormat)
 			}
-			data := b[body : body+size]
 			bps := info.Format.bytesPerSample()
+			data := b[body : body+size-size%bps]
 			out := make([]float32, len(data)/bps)
 			for i := range out {
 				if info.Format == F32 {

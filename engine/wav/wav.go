@@ -99,22 +99,27 @@ func maxSamples(f Format) int { return (math.MaxUint32 - headerSize(f)) / f.byte
 // ErrTooLong is returned when the data would not fit a 4 GiB RIFF file.
 var ErrTooLong = errors.New("wav: data exceeds the 4 GiB RIFF limit")
 
-// encode appends samples in format f. S16 clips to [-1, 1] and rounds
-// x·32767 to the nearest integer (half away from zero), so ±1 map to ±32767
-// and 0 stays 0.
-func encode(dst []byte, samples []float32, f Format) []byte {
+// ToS16 is the one float-to-16-bit rule of the project (WAV, raw PCM and
+// FLAC output use it): clip to [-1, 1] and round x·32767 to the nearest
+// integer (half away from zero), so ±1 map to ±32767 and 0 stays 0; NaN
+// becomes silence rather than an arbitrary code.
+func ToS16(x float32) int16 {
+	v := float64(x)
+	if v != v {
+		return 0
+	}
+	return int16(math.Round(math.Max(-1, math.Min(1, v)) * 32767))
+}
+
+// AppendSamples appends samples in format f, little-endian (S16 through ToS16).
+func AppendSamples(dst []byte, samples []float32, f Format) []byte {
 	le := binary.LittleEndian
 	for _, x := range samples {
 		if f == F32 {
 			dst = le.AppendUint32(dst, math.Float32bits(x))
 			continue
 		}
-		v := float64(x)
-		if v != v { // NaN: silence rather than an arbitrary code
-			v = 0
-		}
-		v = math.Round(math.Max(-1, math.Min(1, v)) * 32767)
-		dst = le.AppendUint16(dst, uint16(int16(v)))
+		dst = le.AppendUint16(dst, uint16(ToS16(x)))
 	}
 	return dst
 }
@@ -196,7 +201,7 @@ func (w *Writer) Write(samples []float32) error {
 		w.err = ErrTooLong
 		return w.err
 	}
-	w.buf = encode(w.buf[:0], samples, w.format)
+	w.buf = AppendSamples(w.buf[:0], samples, w.format)
 	if _, err := w.w.Write(w.buf); err != nil {
 		w.err = fmt.Errorf("wav: write: %w", err)
 		return w.err
@@ -258,7 +263,7 @@ func Encode(w io.Writer, samples []float32, rate int, f Format) error {
 		return ErrTooLong
 	}
 	b := header(f, rate, len(samples))
-	b = encode(b, samples, f)
+	b = AppendSamples(b, samples, f)
 	if _, err := w.Write(b); err != nil {
 		return fmt.Errorf("wav: write: %w", err)
 	}
