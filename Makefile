@@ -122,10 +122,13 @@ test-race-ui: deps
 # The real window under Xvfb with the fake engine: type, Speak, Stop, Speak,
 # screenshot; fails on a Fyne call-thread violation. TALKBOX_MODEL=DIR runs the
 # real engine on that checkpoint instead. SHOT=docs/screenshot.png
-# refreshes the README screenshot.
+# refreshes the README screenshot. The binary is bin/talkbox plus the fake
+# engine (-tags fakeengine), which the shipped one leaves out.
 SHOT ?= bin/smoke.png
-smoke: build
-	ui/smoke.sh $(SHOT)
+smoke: deps
+	mkdir -p bin
+	go build -tags fakeengine -o bin/talkbox-smoke ./app
+	TALKBOX_BIN=bin/talkbox-smoke ui/smoke.sh $(SHOT)
 
 # Desktop bundle (.tar.xz with binary, .desktop entry and icon) with the
 # deprecated fyne CLI (the new fyne.io/tools CLI is not reachable here). The

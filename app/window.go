@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"fyne.io/fyne/v2"
@@ -26,10 +25,10 @@ import (
 
 // Hidden switches for smoke tests and screenshots (not user features).
 const (
-	// envFakeEngine=1 replaces the model with ui.FakeEngine (a hum at a set
-	// real-time factor); envFakeRTF sets that factor (default 0.4).
+	// envFakeEngine=1 replaces the model with a fake engine (a hum at a set
+	// real-time factor) in a binary built with -tags fakeengine (make smoke);
+	// see window_fake.go.
 	envFakeEngine = "TALKBOX_FAKE_ENGINE"
-	envFakeRTF    = "TALKBOX_FAKE_RTF"
 	// envQuitAfter (a Go duration) quits the app after that long, so a
 	// headless run can never hang.
 	envQuitAfter = "TALKBOX_QUIT_AFTER"
@@ -48,24 +47,20 @@ func openRealEngine(dir string) (ui.Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return realEngine{e}, nil
+	return e, nil
 }
 
-// realEngine adapts *engine.Engine to ui.Engine; only Voices differs.
-type realEngine struct{ *engine.Engine }
-
-func (r realEngine) Voices() []ui.Voice {
-	vs := r.Engine.Voices()
-	out := make([]ui.Voice, len(vs))
-	for i, v := range vs {
-		out[i] = ui.Voice{Name: v.Name, Description: v.Description, Dialect: v.Dialect}
-	}
-	return out
-}
+// fakeEngineModels, set only in a binary built with -tags fakeengine,
+// fills cfg with the fake engine for the smoke test.
+var fakeEngineModels func(cfg *ui.Config)
 
 func init() { windowMain = runWindow }
 
 func runWindow() error {
+	fake := os.Getenv(envFakeEngine) == "1"
+	if fake && fakeEngineModels == nil {
+		return fmt.Errorf("%s=1 needs a binary built with -tags fakeengine (make smoke builds one)", envFakeEngine)
+	}
 	a := fyneapp.NewWithID(appID)
 	a.SetIcon(fyne.NewStaticResource("talkbox.png", assets.IconPNG()))
 	w := a.NewWindow("Talkbox")
@@ -80,15 +75,8 @@ func runWindow() error {
 
 	cfg := ui.Config{Player: player}
 	var u *ui.UI
-	if os.Getenv(envFakeEngine) == "1" {
-		rtf := 0.4
-		if v, err := strconv.ParseFloat(os.Getenv(envFakeRTF), 64); err == nil && v > 0 {
-			rtf = v
-		}
-		cfg.Models = []ui.Model{{Name: "Fake engine (testing only)", Dir: "fake"}}
-		cfg.Open = func(string) (ui.Engine, error) {
-			return &ui.FakeEngine{RTF: rtf, Prefill: 30 * time.Millisecond, Instruct: true}, nil
-		}
+	if fake {
+		fakeEngineModels(&cfg)
 	} else {
 		cfg.Open = openRealEngine
 		store, models, err := installedModels()
@@ -99,7 +87,7 @@ func runWindow() error {
 		if store != nil {
 			cfg.Welcome = ui.NewFirstRunPanel(store, func(dir string) {
 				u.AddModel(ui.Model{Name: filepath.Base(dir), Dir: dir})
-			})
+			}, fyne.Do)
 		}
 	}
 	u = ui.New(cfg)

@@ -27,10 +27,6 @@ import (
 	"talkbox/engine/text"
 )
 
-// MaxTextRunes bounds one request. Longer text should be split into
-// sentences (the window does) so audio starts early and memory stays bounded.
-const MaxTextRunes = 4000
-
 // Backend names for Options.Backend.
 const (
 	BackendAuto = "auto"

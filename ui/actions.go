@@ -15,6 +15,7 @@ import (
 	"talkbox/app/audio"
 	"talkbox/engine"
 	"talkbox/engine/wav"
+	"talkbox/ui/speech"
 )
 
 // tickInterval is the panel refresh period (about 10 Hz).
@@ -33,7 +34,7 @@ func (u *UI) selectModel(i int) {
 	old, cur := u.eng, u.cur
 	u.eng = nil
 	if cur != nil {
-		cur.cancel()
+		cur.Cancel()
 		u.cfg.Player.Stop()
 	}
 	u.speakBtn.Disable()
@@ -45,7 +46,7 @@ func (u *UI) selectModel(i int) {
 		// Free the old model first: two large checkpoints may not fit.
 		if old != nil {
 			if cur != nil {
-				<-cur.done
+				<-cur.Done()
 			}
 			_ = old.Close()
 		}
@@ -132,23 +133,22 @@ func (u *UI) Speak() {
 	u.clearError()
 	prev := u.cur
 	if prev != nil {
-		prev.cancel()
+		prev.Cancel()
 		u.cfg.Player.Stop()
 	}
 	u.nextID++
-	opt := audio.PlayOptions{RTF: u.lastRTF, ExpectedSeconds: expectedSeconds(text), Tag: u.nextID}
-	utt := newUtterance(u.nextID, text, req, u.eng, u.cfg.Player, opt)
+	utt := speech.New(u.nextID, text, req, u.eng, u.cfg.Player, u.lastRTF)
 	u.cur = utt
 	u.current.Store(utt)
 	u.stopBtn.Enable()
 	u.panel.reset()
-	if p := audio.Prebuffer(opt); p > 0 {
+	if p := utt.Prebuffer(); p > 0 {
 		u.setStatus(fmt.Sprintf("Speaking (holding %s of audio first: last RTF %.2f)…", formatSeconds(p), u.lastRTF))
 	} else {
 		u.setStatus("Speaking…")
 	}
 	go func() {
-		utt.run(prev)
+		utt.Run(prev)
 		u.post(func() { u.finish(utt) })
 	}()
 }
@@ -158,31 +158,28 @@ func (u *UI) Stop() {
 	if u.cur == nil {
 		return
 	}
-	u.cur.cancel()
+	u.cur.Cancel()
 	u.cfg.Player.Stop()
 	u.setStatus("Stopping…")
 }
 
 // finish records a finished utterance; UI goroutine.
-func (u *UI) finish(utt *utterance) {
-	f := utt.snapshot(audio.Live{})
-	if utt.result.FirstSound > 0 {
-		f.FirstSound = time.Duration(utt.result.FirstSound - utt.submittedMono)
-	}
-	f.Underruns, f.Silent = utt.result.Underruns, utt.result.Silent
+func (u *UI) finish(utt *speech.Utterance) {
+	end := utt.Outcome()
+	f := end.Figures
 	outcome := "done"
 	switch {
-	case utt.stopped:
+	case end.Stopped:
 		outcome = "stopped"
-	case utt.err != nil:
+	case end.Err != nil:
 		outcome = "failed"
 	}
 	u.history.add(historyEntry{
-		Text: utt.text, Voice: utt.req.Voice, TTFC: f.TTFC, FirstSound: f.FirstSound, RTF: f.RTF,
+		Text: utt.Text(), Voice: utt.Request().Voice, TTFC: f.TTFC, FirstSound: f.FirstSound, RTF: f.RTF,
 		FramesPerS: f.FramesPerS, Underruns: f.Underruns, Silent: f.Silent, Audio: f.Audio, Outcome: outcome,
 	})
-	if len(utt.pcm) > 0 {
-		u.lastPCM = utt.pcm
+	if len(end.PCM) > 0 {
+		u.lastPCM = end.PCM
 		u.saveBtn.Enable()
 	}
 	if utt != u.cur {
@@ -192,7 +189,7 @@ func (u *UI) finish(utt *utterance) {
 	u.current.Store(nil)
 	u.stopBtn.Disable()
 	u.panel.show(f)
-	if !utt.stopped && f.RTF > 0 {
+	if !end.Stopped && f.RTF > 0 {
 		u.lastRTF = f.RTF
 	}
 	switch outcome {
@@ -200,9 +197,9 @@ func (u *UI) finish(utt *utterance) {
 		u.setStatus("Stopped.")
 	case "failed":
 		u.setStatus("Speech failed.")
-		u.showError(userMessage(utt.err))
+		u.showError(userMessage(end.Err))
 	default:
-		u.setStatus(fmt.Sprintf("Done: %s of audio in %s.", formatSeconds(f.Audio), formatSeconds(utt.finished)))
+		u.setStatus(fmt.Sprintf("Done: %s of audio in %s.", formatSeconds(f.Audio), formatSeconds(end.Finished)))
 	}
 }
 
@@ -238,7 +235,7 @@ func (u *UI) tick() {
 		if utt == nil || !u.pending.CompareAndSwap(false, true) {
 			continue
 		}
-		f := utt.snapshot(u.cfg.Player.Live())
+		f := utt.Snapshot(u.cfg.Player.Live())
 		u.post(func() {
 			u.pending.Store(false)
 			if u.cur == utt { // not finished or superseded meanwhile

@@ -2,33 +2,28 @@
 // Speak/Stop, the live latency panel and the utterance history.
 //
 // It depends on small interfaces (Engine, Player) so tests drive it with a
-// fake engine under Fyne's test driver; app/window.go wires the real ones.
+// fake engine (ui/uitest) under Fyne's test driver; app/window.go wires the
+// real ones. What one Speak does (sentences, streaming, prebuffer, figures)
+// is package ui/speech, which has no Fyne in it.
 // The constructor starts no goroutines; Start does (one ~10 Hz ticker), and
 // every widget update from a goroutine goes through Config.Post (fyne.Do).
 package ui
 
 import (
-	"context"
-
 	"fyne.io/fyne/v2"
 
 	"talkbox/app/audio"
 	"talkbox/engine"
+	"talkbox/ui/speech"
 )
 
-// Voice is one speaker preset of the loaded model.
-type Voice struct {
-	Name        string // the model's speaker name, sent in the request
-	Description string // short description; assets/voices.json fills it when empty
-	Dialect     string // e.g. "Sichuan dialect"; empty for standard speech
-}
-
-// Engine is what the window needs from a loaded model.
+// Engine is what the window needs from a loaded model; *engine.Engine
+// implements it.
 type Engine interface {
-	// Synthesize streams PCM chunks; the last chunk has Final set, with
-	// Stats, and Err on failure. The channel closes after it.
-	Synthesize(ctx context.Context, req engine.Request) (<-chan engine.Chunk, error)
-	Voices() []Voice
+	speech.Synthesizer
+	// Voices are the preset speakers; an empty Description is filled from
+	// assets/voices.json.
+	Voices() []engine.Voice
 	Languages() []string // "auto" first
 	SupportsInstruct() bool
 	Device() string // "CPU (2 threads)" or the GPU name
@@ -38,7 +33,7 @@ type Engine interface {
 
 // Player plays a chunk stream; *audio.Player implements it.
 type Player interface {
-	Play(ctx context.Context, chunks <-chan engine.Chunk, o audio.PlayOptions) (audio.Result, error)
+	speech.Player
 	Stop()
 	Live() audio.Live
 	NoDevice() bool
@@ -65,3 +60,8 @@ type Config struct {
 	// SaveDir is the folder the Save WAV dialog opens in; empty = home.
 	SaveDir string
 }
+
+var (
+	_ Engine = (*engine.Engine)(nil)
+	_ Player = (*audio.Player)(nil)
+)

@@ -31,6 +31,7 @@ type FirstRunPanel struct {
 
 	puller  FirstRunPuller
 	onReady func(dir string)
+	post    func(func())      // runs work on the UI goroutine (fyne.Do)
 	repos   map[string]string // choice label -> repository
 
 	choice   *widget.Select
@@ -47,7 +48,7 @@ type FirstRunPanel struct {
 	finished chan struct{} // closed once an attempt's outcome is on screen (tests wait on it)
 
 	// Progress arrives on the download goroutine; the latest report is kept
-	// here and at most one fyne.Do is queued at a time, so a fast download
+	// here and at most one post is queued at a time, so a fast download
 	// cannot flood the UI queue.
 	mu      sync.Mutex
 	latest  hub.Progress
@@ -56,10 +57,14 @@ type FirstRunPanel struct {
 
 // NewFirstRunPanel builds the panel. onReady is called on the UI goroutine
 // with the downloaded model's folder; it should start slow work (loading the
-// model) on its own goroutine. The panel starts nothing until the user
-// presses Download.
-func NewFirstRunPanel(p FirstRunPuller, onReady func(dir string)) *FirstRunPanel {
-	fr := &FirstRunPanel{puller: p, onReady: onReady, repos: map[string]string{}}
+// model) on its own goroutine. post hands work from the download goroutine to
+// the UI goroutine, as Config.Post does for the window; nil means fyne.Do.
+// The panel starts nothing until the user presses Download.
+func NewFirstRunPanel(p FirstRunPuller, onReady func(dir string), post func(func())) *FirstRunPanel {
+	if post == nil {
+		post = fyne.Do
+	}
+	fr := &FirstRunPanel{puller: p, onReady: onReady, post: post, repos: map[string]string{}}
 	var labels []string
 	for _, k := range hub.Known {
 		label := k.Alias + " (" + k.About + ")"
@@ -121,7 +126,7 @@ func (fr *FirstRunPanel) start() {
 	go func() {
 		dir, err := fr.puller.Pull(ctx, repo, fr.progress)
 		stop()
-		fyne.Do(func() {
+		fr.post(func() {
 			fr.finish(dir, err)
 			close(finished)
 		})
@@ -144,7 +149,7 @@ func (fr *FirstRunPanel) progress(p hub.Progress) {
 	fr.pending = true
 	fr.mu.Unlock()
 	if !queued {
-		fyne.Do(fr.showProgress)
+		fr.post(fr.showProgress)
 	}
 }
 

@@ -47,15 +47,35 @@ func firstRunNextCall(t *testing.T, f *firstRunFake) firstRunCall {
 	return firstRunCall{}
 }
 
-// firstRunAnswer returns a result to Pull and waits until the panel has shown it.
-func firstRunAnswer(t *testing.T, fr *FirstRunPanel, c firstRunCall, r firstRunResult) {
+// firstRunAnswer returns a result to Pull and runs the panel's posted work
+// on the test goroutine until the panel has shown it.
+func firstRunAnswer(t *testing.T, fr *FirstRunPanel, q chan func(), c firstRunCall, r firstRunResult) {
 	t.Helper()
 	finished := fr.finished
 	c.result <- r
-	select {
-	case <-finished:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the panel did not show the outcome")
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case <-finished:
+			return
+		case f := <-q:
+			f()
+		case <-deadline:
+			t.Fatal("the panel did not show the outcome")
+		}
+	}
+}
+
+// firstRunDrain runs the work the panel has posted so far, as the UI
+// goroutine would.
+func firstRunDrain(q chan func()) {
+	for {
+		select {
+		case f := <-q:
+			f()
+		default:
+			return
+		}
 	}
 }
 
@@ -64,7 +84,8 @@ func TestFirstRunPanelDownloadCancelRetry(t *testing.T) {
 	fake := &firstRunFake{calls: make(chan firstRunCall)}
 	var readyDir string
 	var readyCalls int
-	fr := NewFirstRunPanel(fake, func(dir string) { readyDir = dir; readyCalls++ })
+	q := make(chan func(), 64)
+	fr := NewFirstRunPanel(fake, func(dir string) { readyDir = dir; readyCalls++ }, func(f func()) { q <- f })
 	test.NewTempWindow(t, fr)
 
 	if fr.download.Hidden || !fr.cancel.Hidden || !fr.bar.Hidden {
@@ -82,6 +103,10 @@ func TestFirstRunPanelDownloadCancelRetry(t *testing.T) {
 	}
 	c.progress(hub.Progress{Event: hub.EventBytes, File: "model.safetensors", FileIndex: 10, FileCount: 10,
 		FileDone: 4_000_000, FileSize: 14_000_000, Done: 11_550_000, Total: 23_100_000, Rate: 2e6, ETA: 6 * time.Second})
+	if fr.bar.Value != 0 {
+		t.Fatal("progress touched the widgets from the download goroutine instead of posting")
+	}
+	firstRunDrain(q)
 	if fr.bar.Value != 0.5 {
 		t.Fatalf("bar at %v, want 0.5", fr.bar.Value)
 	}
@@ -96,7 +121,7 @@ func TestFirstRunPanelDownloadCancelRetry(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Cancel did not cancel the pull's context")
 	}
-	firstRunAnswer(t, fr, c, firstRunResult{err: fmt.Errorf("download of model.safetensors stopped: %w", context.Canceled)})
+	firstRunAnswer(t, fr, q, c, firstRunResult{err: fmt.Errorf("download of model.safetensors stopped: %w", context.Canceled)})
 	if !strings.Contains(fr.status.Text, "cancelled") || fr.download.Text != "Resume download" || fr.download.Hidden {
 		t.Fatalf("after cancel: status %q, button %q hidden=%v", fr.status.Text, fr.download.Text, fr.download.Hidden)
 	}
@@ -111,7 +136,7 @@ func TestFirstRunPanelDownloadCancelRetry(t *testing.T) {
 	if c.repo != hub.Known[2].Repo {
 		t.Fatalf("pulled %q, want the chosen %q", c.repo, hub.Known[2].Repo)
 	}
-	firstRunAnswer(t, fr, c, firstRunResult{err: fmt.Errorf("%w: cannot reach https://huggingface.co: connection refused", hub.ErrNetwork)})
+	firstRunAnswer(t, fr, q, c, firstRunResult{err: fmt.Errorf("%w: cannot reach https://huggingface.co: connection refused", hub.ErrNetwork)})
 	if fr.problem.Hidden || !strings.Contains(fr.problem.Text, "cannot be reached") || !strings.Contains(fr.problem.Text, "connection refused") {
 		t.Fatalf("network error shown as %q (hidden=%v)", fr.problem.Text, fr.problem.Hidden)
 	}
@@ -126,7 +151,8 @@ func TestFirstRunPanelDownloadCancelRetry(t *testing.T) {
 		t.Fatal("the old error stays on screen during the retry")
 	}
 	c.progress(hub.Progress{Event: hub.EventDone, Done: 100, Total: 100})
-	firstRunAnswer(t, fr, c, firstRunResult{dir: "/models/Qwen--Qwen3-TTS-12Hz-1.7B-CustomVoice"})
+	firstRunDrain(q)
+	firstRunAnswer(t, fr, q, c, firstRunResult{dir: "/models/Qwen--Qwen3-TTS-12Hz-1.7B-CustomVoice"})
 	if readyCalls != 1 || readyDir != "/models/Qwen--Qwen3-TTS-12Hz-1.7B-CustomVoice" {
 		t.Fatalf("onReady called %d times with %q", readyCalls, readyDir)
 	}

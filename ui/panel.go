@@ -8,6 +8,8 @@ import (
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/layout"
 	"fyne.io/fyne/v2/widget"
+
+	"talkbox/ui/speech"
 )
 
 // latencyPanel shows the live figures of the current utterance.
@@ -42,7 +44,7 @@ func newLatencyPanel() *latencyPanel {
 }
 
 // show writes a snapshot into the labels; UI goroutine only.
-func (p *latencyPanel) show(f figures) {
+func (p *latencyPanel) show(f speech.Figures) {
 	p.ttfc.SetText(formatMillis(f.TTFC))
 	p.firstSound.SetText(formatMillis(f.FirstSound))
 	if f.RTF > 0 {
@@ -66,7 +68,7 @@ func (p *latencyPanel) show(f figures) {
 }
 
 func (p *latencyPanel) reset() {
-	p.show(figures{TTFC: -1, FirstSound: -1})
+	p.show(speech.Figures{TTFC: -1, FirstSound: -1})
 	for _, l := range []*widget.Label{p.underruns, p.buffered, p.progress} {
 		l.SetText("–")
 	}

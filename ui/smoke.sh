@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# Smoke test of the real window under Xvfb (desktop-notes §3): start
-# bin/talkbox with the fake engine and the null audio backend, type text,
-# press Ctrl+Enter, Esc, Ctrl+Enter again, take a screenshot while it speaks,
-# and fail if Fyne logged a call-thread violation or the window never
-# appeared. With TALKBOX_MODEL=DIR it runs the real engine on that checkpoint
-# (the CPU engine where there is no GPU) instead of the fake one.
+# Smoke test of the real window under Xvfb: start the app with the fake
+# engine (a binary built with -tags fakeengine, as `make smoke` does) and the
+# null audio backend, type text, press Ctrl+Enter, Esc, Ctrl+Enter again,
+# take a screenshot while it speaks, and fail if Fyne logged a call-thread
+# violation or the window never appeared. With TALKBOX_MODEL=DIR it runs the
+# real engine on that checkpoint (the CPU engine where there is no GPU)
+# instead of the fake one.
 # Usage: ui/smoke.sh [screenshot.png]   (run from the repository root)
 set -euo pipefail
 shot=${1:-bin/smoke.png}
-bin=${TALKBOX_BIN:-bin/talkbox}
+bin=${TALKBOX_BIN:-bin/talkbox-smoke}
 
 if [ -z "${TALKBOX_SMOKE_DISPLAY:-}" ]; then
 	exec env TALKBOX_SMOKE_DISPLAY=1 xvfb-run -a -s "-screen 0 1280x800x24" "$0" "$@"

@@ -6,11 +6,12 @@ import (
 	"unicode"
 
 	"talkbox/assets"
+	"talkbox/engine"
 )
 
 // voiceLabel is what the picker shows for a speaker: the name, a short
 // description and the dialect when the speaker has one.
-func voiceLabel(v Voice, known map[string]assets.VoiceInfo) string {
+func voiceLabel(v engine.Voice, known map[string]assets.VoiceInfo) string {
 	desc, dialect := v.Description, humanize(v.Dialect)
 	if info, ok := known[strings.ToLower(v.Name)]; ok {
 		if desc == "" {
@@ -83,7 +84,7 @@ func (p *pickList) labelOf(value string) string {
 	return ""
 }
 
-func voicePicks(voices []Voice, known map[string]assets.VoiceInfo) pickList {
+func voicePicks(voices []engine.Voice, known map[string]assets.VoiceInfo) pickList {
 	p := pickList{values: map[string]string{}}
 	for _, v := range voices {
 		l := voiceLabel(v, known)

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"talkbox/assets"
+	"talkbox/engine"
 )
 
 func TestVoiceLabels(t *testing.T) {
@@ -12,15 +13,15 @@ func TestVoiceLabels(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := []struct {
-		v    Voice
+		v    engine.Voice
 		want string
 	}{
 		// The engine's identifier-style dialect gives way to the curated text.
-		{Voice{Name: "eric", Dialect: "sichuan_dialect"}, "Eric — Lively Chengdu male, slightly husky (Sichuan dialect)"},
-		{Voice{Name: "uncle_fu"}, "Uncle Fu — Seasoned male, low and mellow"},
+		{engine.Voice{Name: "eric", Dialect: "sichuan_dialect"}, "Eric — Lively Chengdu male, slightly husky (Sichuan dialect)"},
+		{engine.Voice{Name: "uncle_fu"}, "Uncle Fu — Seasoned male, low and mellow"},
 		// The engine's own description wins; an unknown dialect is humanised.
-		{Voice{Name: "newbie", Description: "Bright", Dialect: "wu_dialect"}, "Newbie — Bright (Wu dialect)"},
-		{Voice{Name: "plain"}, "Plain"},
+		{engine.Voice{Name: "newbie", Description: "Bright", Dialect: "wu_dialect"}, "Newbie — Bright (Wu dialect)"},
+		{engine.Voice{Name: "plain"}, "Plain"},
 	}
 	for _, c := range cases {
 		if got := voiceLabel(c.v, known); got != c.want {

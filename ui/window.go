@@ -11,6 +11,7 @@ import (
 
 	"talkbox/app/audio"
 	"talkbox/assets"
+	"talkbox/ui/speech"
 )
 
 // UI is the main window's content and behaviour. Fields below "UI goroutine
@@ -21,7 +22,7 @@ type UI struct {
 	known map[string]assets.VoiceInfo
 	win   fyne.Window
 
-	current atomic.Pointer[utterance] // read by the ticker goroutine
+	current atomic.Pointer[speech.Utterance] // read by the ticker goroutine
 	stop    chan struct{}
 	stopped sync.Once
 	pending atomic.Bool // a panel update is queued and not yet run
@@ -31,7 +32,7 @@ type UI struct {
 	eng       Engine
 	modelIdx  int
 	loadSeq   int
-	cur       *utterance
+	cur       *speech.Utterance
 	nextID    uint64
 	lastRTF   float64
 	lastPCM   []float32
@@ -208,7 +209,7 @@ func (u *UI) Close() {
 	cur, eng := u.cur, u.eng
 	u.eng = nil
 	if cur != nil {
-		cur.cancel()
+		cur.Cancel()
 	}
 	if u.cfg.Player != nil {
 		u.cfg.Player.Stop()
@@ -216,7 +217,7 @@ func (u *UI) Close() {
 	if eng != nil {
 		go func() {
 			if cur != nil {
-				<-cur.done
+				<-cur.Done()
 			}
 			_ = eng.Close()
 		}()

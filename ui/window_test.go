@@ -17,6 +17,7 @@ import (
 
 	"talkbox/app/audio"
 	"talkbox/engine"
+	"talkbox/ui/uitest"
 )
 
 // harness runs the window under Fyne's test driver. Post queues work that
@@ -33,7 +34,7 @@ type harness struct {
 
 // timedEngine records when each request reached the engine.
 type timedEngine struct {
-	*FakeEngine
+	*uitest.FakeEngine
 	mu    sync.Mutex
 	start []time.Time
 }
@@ -51,7 +52,7 @@ func (e *timedEngine) starts() []time.Time {
 	return append([]time.Time(nil), e.start...)
 }
 
-func newHarness(t *testing.T, fake *FakeEngine, openErr error) *harness {
+func newHarness(t *testing.T, fake *uitest.FakeEngine, openErr error) *harness {
 	t.Helper()
 	test.NewTempApp(t)
 	p, err := audio.Open(audio.Options{ForceNull: true})
@@ -76,7 +77,7 @@ func newHarness(t *testing.T, fake *FakeEngine, openErr error) *harness {
 	t.Cleanup(func() {
 		h.ui.Close()
 		if c := h.ui.cur; c != nil {
-			<-c.done
+			<-c.Done()
 		}
 		if err := p.Close(); err != nil {
 			t.Errorf("player close: %v", err)
@@ -118,7 +119,7 @@ func labelFor(t *testing.T, u *UI, name string) string {
 }
 
 func TestPickersFilledFromModel(t *testing.T) {
-	h := newHarness(t, &FakeEngine{RTF: 0.3}, nil)
+	h := newHarness(t, &uitest.FakeEngine{RTF: 0.3}, nil)
 	h.ready()
 	u := h.ui
 	if got := u.device.Text; got != "Device: Fake engine (RTF 0.30)" {
@@ -148,7 +149,7 @@ func TestPickersFilledFromModel(t *testing.T) {
 // after the other into one stream, the panel updates live, the history
 // records the figures, the WAV saves, and history text copies back.
 func TestSpeakUpdatesPanelAndHistory(t *testing.T) {
-	h := newHarness(t, &FakeEngine{RTF: 0.3, Prefill: 20 * time.Millisecond}, nil)
+	h := newHarness(t, &uitest.FakeEngine{RTF: 0.3, Prefill: 20 * time.Millisecond}, nil)
 	h.ready()
 	u := h.ui
 	first, second := "Hello there, this is talkbox.", "How are you?"
@@ -190,8 +191,8 @@ func TestSpeakUpdatesPanelAndHistory(t *testing.T) {
 		t.Errorf("measured RTF %.2f, want about 0.3", e.RTF)
 	}
 	frames := h.fake.FramesFor(first) + h.fake.FramesFor(second)
-	if len(u.lastPCM) != frames*FakeFrameSamples {
-		t.Errorf("kept %d samples, want %d", len(u.lastPCM), frames*FakeFrameSamples)
+	if len(u.lastPCM) != frames*uitest.FakeFrameSamples {
+		t.Errorf("kept %d samples, want %d", len(u.lastPCM), frames*uitest.FakeFrameSamples)
 	}
 	// Sentence 2 was synthesised while sentence 1 was still playing.
 	starts := h.fake.starts()
@@ -224,7 +225,7 @@ func TestSpeakUpdatesPanelAndHistory(t *testing.T) {
 // Esc stops at once; Ctrl+Enter speaks again; a Speak during a Speak
 // cancels the first.
 func TestStopThenSpeakAgain(t *testing.T) {
-	h := newHarness(t, &FakeEngine{RTF: 0.5}, nil)
+	h := newHarness(t, &uitest.FakeEngine{RTF: 0.5}, nil)
 	h.ready()
 	u := h.ui
 	u.text.SetText(strings.Repeat("A long sentence that keeps going ", 6) + "and ends.")
@@ -269,7 +270,7 @@ func TestStopThenSpeakAgain(t *testing.T) {
 }
 
 func TestErrorsShowInWindow(t *testing.T) {
-	h := newHarness(t, &FakeEngine{RTF: 0.2, FailAfter: 3}, nil)
+	h := newHarness(t, &uitest.FakeEngine{RTF: 0.2, FailAfter: 3}, nil)
 	h.ready()
 	u := h.ui
 
@@ -289,7 +290,7 @@ func TestErrorsShowInWindow(t *testing.T) {
 	if e := u.history.entries[0]; e.Outcome != "failed" {
 		t.Fatalf("history outcome %q, want failed", e.Outcome)
 	}
-	if len(u.lastPCM) != 3*FakeFrameSamples {
+	if len(u.lastPCM) != 3*uitest.FakeFrameSamples {
 		t.Errorf("kept %d samples, want the 3 frames before the failure", len(u.lastPCM))
 	}
 
@@ -299,7 +300,7 @@ func TestErrorsShowInWindow(t *testing.T) {
 }
 
 func TestModelLoadErrorShows(t *testing.T) {
-	h := newHarness(t, &FakeEngine{RTF: 0.2}, errors.New("config.json: no such file"))
+	h := newHarness(t, &uitest.FakeEngine{RTF: 0.2}, errors.New("config.json: no such file"))
 	h.ready()
 	u := h.ui
 	if !u.errorMsg.Visible() || !strings.Contains(u.errorMsg.Text, "Could not load model fake model: config.json") {
@@ -315,7 +316,7 @@ func TestModelLoadErrorShows(t *testing.T) {
 }
 
 func TestStyleFieldOnlyWhenSupported(t *testing.T) {
-	h := newHarness(t, &FakeEngine{RTF: 0.2, Instruct: true}, nil)
+	h := newHarness(t, &uitest.FakeEngine{RTF: 0.2, Instruct: true}, nil)
 	h.ready()
 	u := h.ui
 	if !u.instructR.Visible() {
@@ -334,7 +335,7 @@ func TestStyleFieldOnlyWhenSupported(t *testing.T) {
 // and underruns; the next one uses the measured RTF to hold audio back and
 // plays without gaps.
 func TestPrebufferFollowsMeasuredRTF(t *testing.T) {
-	h := newHarness(t, &FakeEngine{RTF: 1.3}, nil)
+	h := newHarness(t, &uitest.FakeEngine{RTF: 1.3}, nil)
 	h.ready()
 	u := h.ui
 	text := "Fifteen frames!" // 15 runes -> 15 frames, 1.2 s of audio
@@ -364,7 +365,7 @@ func TestWelcomeUntilModelAdded(t *testing.T) {
 	test.NewTempApp(t)
 	q := make(chan func(), 64)
 	welcome := widget.NewLabel("download a model")
-	fake := &FakeEngine{RTF: 0.2}
+	fake := &uitest.FakeEngine{RTF: 0.2}
 	var opened []string
 	u := New(Config{
 		Open:    func(dir string) (Engine, error) { opened = append(opened, dir); return fake, nil },

@@ -1,4 +1,9 @@
-package ui
+// Package speech runs one Speak of the window without any Fyne: the text
+// cut into sentences (engine.SplitSentences), synthesised one after another
+// into a single chunk stream that one Play consumes, the prebuffer options
+// for that Play, and the live figures the latency panel shows. Package ui
+// draws it; this package touches no widget.
+package speech
 
 import (
 	"context"
@@ -12,18 +17,30 @@ import (
 	"talkbox/engine"
 )
 
+// Synthesizer streams one request's PCM chunks; the last chunk has Final
+// set, with Stats, and Err on failure. ui.Engine and *engine.Engine
+// implement it.
+type Synthesizer interface {
+	Synthesize(ctx context.Context, req engine.Request) (<-chan engine.Chunk, error)
+}
+
+// Player plays one chunk stream; *audio.Player implements it.
+type Player interface {
+	Play(ctx context.Context, chunks <-chan engine.Chunk, o audio.PlayOptions) (audio.Result, error)
+}
+
 // timelineCap bounds the per-chunk timeline kept for the panel.
 const timelineCap = 512
 
-// utterance is one Speak: the text split into sentences, synthesised one
+// Utterance is one Speak: the text split into sentences, synthesised one
 // after another into a single chunk stream that one Play consumes. Its
 // figures are atomics written by its goroutines and read by the UI ticker.
-type utterance struct {
+type Utterance struct {
 	id        uint64
 	text      string
 	sentences []string
 	req       engine.Request // Text is filled per sentence
-	eng       Engine
+	eng       Synthesizer
 	player    Player
 	playOpt   audio.PlayOptions
 
@@ -43,7 +60,7 @@ type utterance struct {
 	timeline     [timelineCap]atomic.Int64 // chunk arrival, ns after submit
 	timelineLen  atomic.Int32
 
-	// Written by run before done closes; read after done only.
+	// Written by Run before done closes; read after done only.
 	pcm      []float32
 	result   audio.Result
 	err      error // synthesis or playback failure (not cancellation)
@@ -52,20 +69,37 @@ type utterance struct {
 	finished time.Duration
 }
 
-func newUtterance(id uint64, text string, req engine.Request, eng Engine, player Player, opt audio.PlayOptions) *utterance {
+// New prepares utterance id (the player's Tag for it) of text; req is the
+// request every sentence is sent with (its Text is replaced per sentence).
+// lastRTF is the real-time factor the previous utterance measured (<= 0 when
+// unknown); with the text's expected length it sets the prebuffer. Nothing
+// starts until Run.
+func New(id uint64, text string, req engine.Request, eng Synthesizer, player Player, lastRTF float64) *Utterance {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &utterance{
-		id: id, text: text, sentences: SplitSentences(text), req: req, eng: eng, player: player, playOpt: opt,
+	opt := audio.PlayOptions{RTF: lastRTF, ExpectedSeconds: expectedSeconds(text), Tag: id}
+	return &Utterance{
+		id: id, text: text, sentences: engine.SplitSentences(text), req: req, eng: eng, player: player, playOpt: opt,
 		ctx: ctx, cancel: cancel, done: make(chan struct{}),
 		submitted: time.Now(), submittedMono: audio.Now(),
 	}
 }
 
-// run waits for the previous utterance to wind down (the ring has a single
+// Text is the text as typed; Request is the request its sentences are sent with.
+func (u *Utterance) Text() string            { return u.text }
+func (u *Utterance) Request() engine.Request { return u.req }
+
+// Prebuffer is how much audio the player holds back before it starts.
+func (u *Utterance) Prebuffer() time.Duration { return audio.Prebuffer(u.playOpt) }
+
+// Cancel stops synthesis and playback; Done closes once both have ended.
+func (u *Utterance) Cancel()               { u.cancel() }
+func (u *Utterance) Done() <-chan struct{} { return u.done }
+
+// Run waits for the previous utterance to wind down (the ring has a single
 // producer), then synthesises sentence after sentence into one stream while
 // the player plays it: sentence k+1 is synthesised while k is still playing
 // from the ring, so there is no gap between them.
-func (u *utterance) run(prev *utterance) {
+func (u *Utterance) Run(prev *Utterance) {
 	defer close(u.done)
 	if prev != nil {
 		<-prev.done
@@ -91,7 +125,7 @@ func (u *utterance) run(prev *utterance) {
 
 // synthesize feeds every sentence's chunks into stream. Intermediate Final
 // chunks are passed on as ordinary chunks so the player sees one stream.
-func (u *utterance) synthesize(stream chan<- engine.Chunk) error {
+func (u *Utterance) synthesize(stream chan<- engine.Chunk) error {
 	defer func() {
 		if u.synthEnd.Load() == 0 {
 			u.synthEnd.Store(int64(time.Since(u.submitted)))
@@ -116,7 +150,7 @@ func (u *utterance) synthesize(stream chan<- engine.Chunk) error {
 }
 
 // forward copies one sentence's chunks into stream and records figures.
-func (u *utterance) forward(ch <-chan engine.Chunk, stream chan<- engine.Chunk) error {
+func (u *Utterance) forward(ch <-chan engine.Chunk, stream chan<- engine.Chunk) error {
 	defer drainLater(ch)
 	for {
 		var c engine.Chunk
@@ -153,7 +187,7 @@ func (u *utterance) forward(ch <-chan engine.Chunk, stream chan<- engine.Chunk) 
 	}
 }
 
-func (u *utterance) recordChunk(c engine.Chunk) {
+func (u *Utterance) recordChunk(c engine.Chunk) {
 	at := int64(time.Since(u.submitted))
 	u.firstChunk.CompareAndSwap(0, at+1)
 	u.lastChunk.Store(at)
@@ -179,8 +213,8 @@ func drainLater(ch <-chan engine.Chunk) {
 	}()
 }
 
-// figures is a snapshot for the latency panel.
-type figures struct {
+// Figures is a snapshot for the latency panel.
+type Figures struct {
 	TTFC        time.Duration // -1 = not yet
 	FirstSound  time.Duration // -1 = not yet
 	RTF         float64       // synthesis wall so far / audio so far; 0 = not yet
@@ -198,9 +232,10 @@ type figures struct {
 	Synthesised bool // every sentence done
 }
 
-// snapshot reads the atomics (and the player's, for this utterance only).
-func (u *utterance) snapshot(live audio.Live) figures {
-	f := figures{TTFC: -1, FirstSound: -1, Sentences: len(u.sentences)}
+// Snapshot reads the atomics (and the player's live figures when they
+// belong to this utterance). Any goroutine may call it.
+func (u *Utterance) Snapshot(live audio.Live) Figures {
+	f := Figures{TTFC: -1, FirstSound: -1, Sentences: len(u.sentences)}
 	elapsed := time.Since(u.submitted)
 	f.Elapsed = elapsed
 	if v := u.firstChunk.Load(); v > 0 {
@@ -245,4 +280,23 @@ func expectedSeconds(text string) float64 {
 		}
 	}
 	return float64(latin)/14 + float64(cjk)/4.5
+}
+
+// Outcome is how an utterance ended.
+type Outcome struct {
+	Figures  Figures       // final figures, with the player's first sound, underruns and silence
+	PCM      []float32     // all audio synthesised, also when stopped or failed part way
+	Err      error         // synthesis or playback failure; nil when stopped
+	Stopped  bool          // cancelled by Cancel (Stop or a newer Speak)
+	Finished time.Duration // Speak to the end of playback
+}
+
+// Outcome reports the end of the utterance; call it only after Done.
+func (u *Utterance) Outcome() Outcome {
+	f := u.Snapshot(audio.Live{})
+	if u.result.FirstSound > 0 {
+		f.FirstSound = time.Duration(u.result.FirstSound - u.submittedMono)
+	}
+	f.Underruns, f.Silent = u.result.Underruns, u.result.Silent
+	return Outcome{Figures: f, PCM: u.pcm, Err: u.err, Stopped: u.stopped, Finished: u.finished}
 }

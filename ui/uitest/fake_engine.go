@@ -1,4 +1,7 @@
-package ui
+// Package uitest holds test doubles for the window: a fake engine that
+// streams a synthetic hum at a chosen speed. Only tests and the smoke-test
+// build (-tags fakeengine) import it, so the shipped binary does not carry it.
+package uitest
 
 import (
 	"context"
@@ -18,9 +21,10 @@ const FakeFrameSamples = 1920
 
 // FakeEngine is a stand-in for the TTS engine: it streams a soft synthetic
 // hum at a chosen real-time factor, one chunk per frame, frame i ready at
-// Prefill + (i+1)·80 ms·RTF after the call. The UI tests use it, and the app
-// uses it behind the hidden TALKBOX_FAKE_ENGINE switch for screenshots and
-// smoke tests. It never pretends to speak.
+// Prefill + (i+1)·80 ms·RTF after the call. The UI tests use it, and a
+// binary built with -tags fakeengine uses it behind the hidden
+// TALKBOX_FAKE_ENGINE switch for screenshots and smoke tests (make smoke).
+// It never pretends to speak.
 type FakeEngine struct {
 	RTF      float64       // synthesis time / audio time
 	Prefill  time.Duration // extra delay before the first frame
@@ -51,10 +55,11 @@ func (e *FakeEngine) Closed() bool { return e.closed.Load() }
 
 var fakeSpeakers = []string{"serena", "vivian", "uncle_fu", "ryan", "aiden", "ono_anna", "sohee", "eric", "dylan"}
 
-func (e *FakeEngine) Voices() []Voice {
-	v := make([]Voice, len(fakeSpeakers))
+// Voices are the nine speakers of the CustomVoice checkpoints.
+func (e *FakeEngine) Voices() []engine.Voice {
+	v := make([]engine.Voice, len(fakeSpeakers))
 	for i, s := range fakeSpeakers {
-		v[i] = Voice{Name: s}
+		v[i] = engine.Voice{Name: s}
 	}
 	return v
 }

@@ -1,4 +1,4 @@
-package ui
+package engine
 
 import (
 	"reflect"
@@ -53,5 +53,26 @@ func TestSplitSentencesBoundsRunOns(t *testing.T) {
 	cjk := strings.Repeat("长", 1000)
 	if got := SplitSentences(cjk); len(got) != 3 || strings.Join(got, "") != cjk {
 		t.Errorf("CJK run-on: %d pieces", len(got))
+	}
+}
+
+// The window sends each piece as one Request, so no piece may exceed what
+// prepare accepts, even for text far over MaxTextRunes.
+func TestSplitSentencesFitOneRequest(t *testing.T) {
+	if maxSentenceRunes > MaxTextRunes {
+		t.Fatalf("maxSentenceRunes %d > MaxTextRunes %d", maxSentenceRunes, MaxTextRunes)
+	}
+	long := strings.Repeat("x", MaxTextRunes+500) + ". " + strings.Repeat("长", MaxTextRunes+1)
+	got := SplitSentences(long)
+	total := 0
+	for _, s := range got {
+		n := utf8.RuneCountInString(s)
+		if n > MaxTextRunes {
+			t.Errorf("piece of %d runes exceeds MaxTextRunes %d", n, MaxTextRunes)
+		}
+		total += n
+	}
+	if want := utf8.RuneCountInString(long) - 1; total != want { // the one space goes
+		t.Errorf("pieces hold %d runes, want %d", total, want)
 	}
 }

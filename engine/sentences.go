@@ -1,4 +1,4 @@
-package ui
+package engine
 
 import (
 	"strings"
@@ -6,12 +6,19 @@ import (
 	"unicode/utf8"
 )
 
-// maxSentenceRunes bounds one request: a run-on "sentence" longer than this
-// is cut at the last space or comma before it, so the first audio of a long
-// paragraph never waits for the whole paragraph.
+// MaxTextRunes bounds one request. Longer text should be cut with
+// SplitSentences (the window does) so audio starts early and memory stays
+// bounded; its pieces are always within this limit.
+const MaxTextRunes = 4000
+
+// maxSentenceRunes bounds one piece of SplitSentences: a run-on "sentence"
+// longer than this is cut at the last space or comma before it, so the first
+// audio of a long paragraph never waits for the whole paragraph. It must not
+// exceed MaxTextRunes (the test checks).
 const maxSentenceRunes = 400
 
-// SplitSentences cuts text into sentences for streaming one after another.
+// SplitSentences cuts text into sentences for streaming one after another,
+// each a valid Request.Text length (at most MaxTextRunes runes).
 // It splits after . ! ? … and the CJK 。！？ (with any closing quotes or
 // brackets that follow), and at blank lines. Latin . ! ? end a sentence only
 // when followed by space or the end of text, so "3.14" and "e.g.x" stay

@@ -1,0 +1,157 @@
+package speech
+
+import (
+	"context"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"talkbox/app/audio"
+	"talkbox/engine"
+	"talkbox/ui/uitest"
+)
+
+// sink is a Player without a device: it takes the whole stream and keeps it.
+type sink struct {
+	chunks []engine.Chunk
+	opt    audio.PlayOptions
+}
+
+func (s *sink) Play(ctx context.Context, ch <-chan engine.Chunk, o audio.PlayOptions) (audio.Result, error) {
+	s.opt = o
+	for {
+		select {
+		case c, ok := <-ch:
+			if !ok {
+				return audio.Result{}, nil
+			}
+			s.chunks = append(s.chunks, c)
+		case <-ctx.Done():
+			return audio.Result{}, ctx.Err()
+		}
+	}
+}
+
+func runDone(t *testing.T, u *Utterance) Outcome {
+	t.Helper()
+	go u.Run(nil)
+	select {
+	case <-u.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the utterance did not finish")
+	}
+	return u.Outcome()
+}
+
+// Two sentences go to the engine one after the other and reach the player
+// as one stream: no Final or Err inside it, every sample in order.
+func TestSentencesStreamAsOne(t *testing.T) {
+	fake := &uitest.FakeEngine{RTF: 0.05}
+	p := &sink{}
+	first, second := "Hello there.", "How are you?"
+	u := New(7, first+" "+second, engine.Request{Voice: "ryan", Language: "english"}, fake, p, 0)
+	end := runDone(t, u)
+	if end.Err != nil || end.Stopped {
+		t.Fatalf("outcome err %v stopped %v", end.Err, end.Stopped)
+	}
+	reqs := fake.Requests()
+	if len(reqs) != 2 || reqs[0].Text != first || reqs[1].Text != second || reqs[1].Voice != "ryan" {
+		t.Fatalf("requests %+v, want the two sentences with the voice", reqs)
+	}
+	frames := fake.FramesFor(first) + fake.FramesFor(second)
+	samples := 0
+	for _, c := range p.chunks {
+		if c.Final || c.Err != nil {
+			t.Fatalf("the player saw an inner Final/Err chunk: %+v", c)
+		}
+		samples += len(c.PCM)
+	}
+	if want := frames * uitest.FakeFrameSamples; samples != want || len(end.PCM) != want {
+		t.Fatalf("player got %d samples, outcome kept %d, want %d", samples, len(end.PCM), want)
+	}
+	f := end.Figures
+	if f.TTFC <= 0 || f.Frames != int64(frames) || f.Sentence != 2 || f.Sentences != 2 || !f.Synthesised || f.RTF <= 0 {
+		t.Fatalf("figures %+v", f)
+	}
+	if len(f.Timeline) != frames {
+		t.Errorf("timeline has %d marks, want one per chunk (%d)", len(f.Timeline), frames)
+	}
+	if p.opt.Tag != 7 {
+		t.Errorf("play tag %d, want the utterance id 7", p.opt.Tag)
+	}
+}
+
+func TestFailureKeepsAudioAndCause(t *testing.T) {
+	fake := &uitest.FakeEngine{RTF: 0.05, FailAfter: 3}
+	end := runDone(t, New(1, "This will fail.", engine.Request{Voice: "ryan"}, fake, &sink{}, 0))
+	if end.Err == nil || !strings.Contains(end.Err.Error(), "sentence 1") || !strings.Contains(end.Err.Error(), "failing after 3") {
+		t.Fatalf("err %v, want the sentence and the engine's cause", end.Err)
+	}
+	if end.Stopped || len(end.PCM) != 3*uitest.FakeFrameSamples {
+		t.Fatalf("stopped %v, %d samples kept, want the 3 frames before the failure", end.Stopped, len(end.PCM))
+	}
+	end = runDone(t, New(2, "Hi.", engine.Request{Voice: "nobody"}, fake, &sink{}, 0))
+	if end.Err == nil || !strings.Contains(end.Err.Error(), "nobody") {
+		t.Fatalf("unknown voice: err %v", end.Err)
+	}
+}
+
+// Cancel is a stop, not a failure, and the engine stream is cancelled.
+func TestCancelStops(t *testing.T) {
+	fake := &uitest.FakeEngine{RTF: 1}
+	u := New(1, strings.Repeat("A long sentence ", 20)+"ends.", engine.Request{Voice: "ryan"}, fake, &sink{}, 0)
+	go u.Run(nil)
+	deadline := time.After(10 * time.Second)
+	for u.Snapshot(audio.Live{}).TTFC < 0 {
+		select {
+		case <-deadline:
+			t.Fatal("no first chunk")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	u.Cancel()
+	select {
+	case <-u.Done():
+	case <-deadline:
+		t.Fatal("Cancel did not end the utterance")
+	}
+	end := u.Outcome()
+	if !end.Stopped || end.Err != nil {
+		t.Fatalf("after Cancel: stopped %v err %v", end.Stopped, end.Err)
+	}
+	for fake.Cancelled() < 1 {
+		select {
+		case <-deadline:
+			t.Fatal("the engine stream was not cancelled")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// The prebuffer follows the last measured RTF and the text's expected length.
+func TestPrebufferFromLastRTF(t *testing.T) {
+	text := strings.Repeat("word ", 40)
+	if p := New(1, text, engine.Request{}, nil, nil, 0.5).Prebuffer(); p != 0 {
+		t.Errorf("RTF 0.5: prebuffer %v, want none", p)
+	}
+	if p := New(1, text, engine.Request{}, nil, nil, 1.3).Prebuffer(); p <= 0 {
+		t.Errorf("RTF 1.3: prebuffer %v, want some", p)
+	}
+}
+
+func TestExpectedSeconds(t *testing.T) {
+	for _, c := range []struct {
+		text string
+		want float64
+	}{
+		{"", 0},
+		{"abcdefghijklmn", 1},     // 14 Latin characters
+		{"a b\tc\n", 3.0 / 14},    // spaces do not count
+		{"你好世界。", 4/4.5 + 1.0/14}, // CJK punctuation counts as Latin
+	} {
+		if got := expectedSeconds(c.text); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("expectedSeconds(%q) = %v, want %v", c.text, got, c.want)
+		}
+	}
+}
