@@ -107,18 +107,18 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	var f benchFlags
 	fs.StringVar(&f.dir, "model", "", "model directory (e.g. from talkbox synth)")
 	fs.StringVar(&f.backend, "backend", "cpu", "backend: cpu or cuda")
-	fs.IntVar(&f.frames, "frames", 16, "CPU: frames per run; CUDA: timed launches per kind (x10)")
-	fs.IntVar(&f.runs, "runs", 2, "CPU runs (the first is a warm-up when runs > 1)")
-	fs.IntVar(&f.threads, "threads", 0, "CPU threads (0 = all)")
-	fs.IntVar(&f.rows, "prompt-rows", 40, "prefill rows")
-	fs.IntVar(&f.codecFrames, "codec-frames", 10, "frames for the codec benchmark (0 = skip)")
-	fs.IntVar(&f.e2eFrames, "e2e-frames", 0, "frames per end-to-end run from text (0 = skip; 125 = a 10 s utterance)")
-	fs.IntVar(&f.e2eRuns, "e2e-runs", 3, "measured end-to-end runs (after one warm-up)")
-	fs.IntVar(&f.streams, "streams", 0, "also run N engines concurrently, one utterance of --e2e-frames each (0 = skip)")
-	fs.IntVar(&f.stability, "stability", 0, "also run one sampled utterance of N frames and check every code (0 = skip)")
+	intFlagVar(fs, &f.frames, "frames", 16, 1, maxFrames, "", "CPU: frames per run; CUDA: timed launches per kind (x10)")
+	intFlagVar(fs, &f.runs, "runs", 2, 1, maxRuns, "", "CPU runs (the first is a warm-up when runs > 1)")
+	intFlagVar(fs, &f.threads, "threads", 0, 0, maxThreads, "all", "CPU threads (0 = all)")
+	intFlagVar(fs, &f.rows, "prompt-rows", 40, 1, maxFrames, "", "prefill rows")
+	intFlagVar(fs, &f.codecFrames, "codec-frames", 10, 0, maxFrames, "skip", "frames for the codec benchmark (0 = skip)")
+	intFlagVar(fs, &f.e2eFrames, "e2e-frames", 0, 0, maxFrames, "skip", "frames per end-to-end run from text (0 = skip; 125 = a 10 s utterance)")
+	intFlagVar(fs, &f.e2eRuns, "e2e-runs", 3, 1, maxRuns, "", "measured end-to-end runs (after one warm-up)")
+	intFlagVar(fs, &f.streams, "streams", 0, 0, 64, "skip", "also run N engines concurrently, one utterance of --e2e-frames each (0 = skip)")
+	intFlagVar(fs, &f.stability, "stability", 0, 0, maxFrames, "skip", "also run one sampled utterance of N frames and check every code (0 = skip)")
 	fs.StringVar(&f.text, "text", "Talkbox reads this sentence aloud to measure how fast the first audio arrives.", "text for the end-to-end runs")
 	fs.StringVar(&f.voice, "voice", "", "voice for the end-to-end runs (default: the first preset)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if f.dir == "" {

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +11,7 @@ import (
 
 	"talkbox/engine/backend"
 	"talkbox/engine/codec"
+	"talkbox/engine/codesfile"
 	"talkbox/engine/model"
 	"talkbox/engine/safetensors"
 	"talkbox/engine/wav"
@@ -30,7 +29,7 @@ func runDecode(args []string, stdout, stderr io.Writer) error {
 	out := fs.String("out", "", "output WAV file")
 	mode := fs.String("mode", "official", "official (chunked, equals the reference) or streaming (frame by frame, one continuous state)")
 	format := fs.String("wav-format", "s16", "sample format: s16 or f32")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *dir == "" || *codesPath == "" || *out == "" {
@@ -46,7 +45,7 @@ func runDecode(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return usageErrorf("--wav-format: %v", err)
 	}
-	frames, err := readCodesFile(*codesPath)
+	frames, err := codesfile.ReadFile(*codesPath)
 	if err != nil {
 		return err
 	}
@@ -114,47 +113,6 @@ func decodeInto(ctx context.Context, w *wav.Writer, dec *codec.Decoder, frames [
 		}
 	}
 	return nil
-}
-
-// readCodesFile parses {"codes": [[16 ints], ...]}; every problem names the
-// file and the frame.
-func readCodesFile(path string) ([]backend.Codes, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var doc struct {
-		Codes *[][]json.Number `json:"codes"`
-	}
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.UseNumber()
-	if err := d.Decode(&doc); err != nil {
-		return nil, fmt.Errorf("%s: not a codes file: %w", path, err)
-	}
-	if doc.Codes == nil {
-		return nil, fmt.Errorf(`%s: no "codes" key`, path)
-	}
-	rows := *doc.Codes
-	if len(rows) == 0 {
-		return nil, fmt.Errorf("%s: %w", path, codec.ErrNoFrames)
-	}
-	frames := make([]backend.Codes, len(rows))
-	for i, row := range rows {
-		if len(row) != backend.NumGroups {
-			return nil, fmt.Errorf("%s: frame %d has %d codes, want %d (one per code group)", path, i, len(row), backend.NumGroups)
-		}
-		for g, n := range row {
-			v, err := n.Int64()
-			if err != nil {
-				return nil, fmt.Errorf("%s: frame %d group %d: %q is not an integer", path, i, g, n)
-			}
-			if v < 0 || v > 1<<20 {
-				return nil, fmt.Errorf("%s: frame %d group %d: %w: %d", path, i, g, codec.ErrBadCode, v)
-			}
-			frames[i][g] = int32(v)
-		}
-	}
-	return frames, nil
 }
 
 // openDecoder accepts a full checkpoint (its speech_tokenizer/ is used) or a

@@ -17,7 +17,7 @@ func init() {
 func runModels(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("models", stderr)
 	dir := fs.String("dir", "", "model folder (default $"+hub.EnvModels+", else $XDG_DATA_HOME/talkbox/models)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
@@ -11,6 +10,7 @@ import (
 	"talkbox/app/hub"
 	"talkbox/engine"
 	"talkbox/engine/backend"
+	"talkbox/engine/codesfile"
 	"talkbox/engine/sample"
 	"talkbox/engine/wav"
 	"talkbox/internal/atomicfile"
@@ -18,11 +18,6 @@ import (
 
 func init() {
 	register(verb{name: "say", summary: "synthesise text to a WAV file (and/or a codes file)", run: runSay})
-}
-
-// codesFile is the JSON layout of --codes-out and of `decode --codes`.
-type codesFile struct {
-	Codes []backend.Codes `json:"codes"`
 }
 
 func runSay(args []string, stdout, stderr io.Writer) error {
@@ -34,14 +29,14 @@ func runSay(args []string, stdout, stderr io.Writer) error {
 	streamingText := fs.String("streaming-text", "", "prompt layout: true (text enters one token per frame) or false; default: the model's")
 	greedy := fs.Bool("greedy", false, "argmax decoding instead of sampling")
 	seed := fs.Uint64("seed", 0, "random seed (same seed, same audio)")
-	frames := fs.Int("frames", 0, "generate exactly N frames, ignoring EOS (tests, benchmarks)")
+	frames := intFlag(fs, "frames", 0, 0, maxFrames, "until EOS", "generate exactly N frames, ignoring EOS (tests, benchmarks)")
 	codesOut := fs.String("codes-out", "", "write the generated codes as JSON to this file")
 	out := fs.String("out", "", "write the audio to this WAV file")
 	wavFormat := fs.String("wav-format", "s16", "WAV sample format: s16 or f32")
 	backendName := fs.String("backend", engine.BackendAuto, "auto, cpu or cuda")
-	threads := fs.Int("threads", 0, "CPU threads (0 = all)")
+	threads := intFlag(fs, "threads", 0, 0, maxThreads, "all", "CPU threads (0 = all)")
 	officialRegex := fs.Bool("official-regex", false, "tokenize with the official loader's split regex")
-	chunkFrames := fs.Int("chunk-frames", 4, "frames per PCM chunk after the first")
+	chunkFrames := intFlag(fs, "chunk-frames", 4, 1, 1024, "", "frames per PCM chunk after the first")
 	rest, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -128,11 +123,7 @@ func runSay(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if codesW != nil {
-		b, err := json.Marshal(codes)
-		if err != nil {
-			return err
-		}
-		if _, err := codesW.Write(append(b, '\n')); err != nil {
+		if err := codesfile.Write(codesW, codes); err != nil {
 			return err
 		}
 		if err := codesW.Commit(); err != nil {
@@ -152,8 +143,8 @@ func runSay(args []string, stdout, stderr io.Writer) error {
 // handing the PCM to write (when not nil). The first write error cancels the
 // synthesis at once (a full disk must not wait for the last frame); the rest
 // of the stream is still drained so the engine finishes cleanly.
-func consume(chunks <-chan engine.Chunk, write func([]float32) error, cancel func()) (codesFile, engine.Chunk, error) {
-	var codes codesFile
+func consume(chunks <-chan engine.Chunk, write func([]float32) error, cancel func()) ([]backend.Codes, engine.Chunk, error) {
+	var codes []backend.Codes
 	var final engine.Chunk
 	var writeErr error
 	for c := range chunks {
@@ -161,7 +152,7 @@ func consume(chunks <-chan engine.Chunk, write func([]float32) error, cancel fun
 			final = c
 			continue
 		}
-		codes.Codes = append(codes.Codes, c.Codes...)
+		codes = append(codes, c.Codes...)
 		if write != nil && writeErr == nil {
 			if writeErr = write(c.PCM); writeErr != nil {
 				cancel()

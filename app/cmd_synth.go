@@ -20,7 +20,7 @@ func runSynth(args []string, stdout, stderr io.Writer) error {
 	seed := fs.Uint64("seed", 1, "random seed")
 	codec := fs.Bool("codec", true, "also write speech_tokenizer/ with the real decoder shapes")
 	tok := fs.String("tokenizer-from", "", "copy vocab.json, merges.txt and tokenizer_config.json from this checkpoint")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *out == "" {

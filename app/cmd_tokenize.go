@@ -22,7 +22,7 @@ func runTokenize(args []string, stdout, stderr io.Writer) error {
 		fs.PrintDefaults()
 	}
 	// Flags come first; a text starting with "-" goes after "--".
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *dir == "" {

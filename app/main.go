@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"unicode/utf8"
 )
 
 // verb is one CLI subcommand.
@@ -48,6 +49,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	name := args[0]
 	if name == "help" || name == "-h" || name == "--help" {
+		if len(args) > 1 && name == "help" {
+			return helpVerb(args[1], stdout, stderr)
+		}
 		usage(stdout)
 		return 0
 	}
@@ -61,13 +65,44 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
-		fmt.Fprintf(stderr, "talkbox %s: %v\n", name, err)
+		fmt.Fprintf(stderr, "talkbox %s: %s\n", name, capMessage(err.Error()))
 		if errors.Is(err, errUsage) {
 			return 2
 		}
 		return 1
 	}
 	return 0
+}
+
+// helpVerb prints one verb's summary and flags (talkbox help VERB).
+func helpVerb(name string, stdout, stderr io.Writer) int {
+	v, ok := verbs[name]
+	if !ok {
+		fmt.Fprintf(stderr, "talkbox help: unknown verb %q\n", name)
+		usage(stderr)
+		return 2
+	}
+	fmt.Fprintf(stdout, "talkbox %s: %s\n\n", v.name, v.summary)
+	if err := v.run([]string{"-h"}, stdout, stdout); err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintf(stderr, "talkbox help %s: %v\n", name, err)
+		return 1
+	}
+	return 0
+}
+
+// maxMessage bounds an error line: a hostile file can make a parser quote
+// megabytes; the head of the message says what went wrong.
+const maxMessage = 2000
+
+func capMessage(s string) string {
+	if len(s) <= maxMessage {
+		return s
+	}
+	cut := maxMessage
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d more bytes)", s[:cut], len(s)-cut)
 }
 
 func usage(w io.Writer) {

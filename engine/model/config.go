@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"talkbox/internal/regfile"
 )
 
 // Model types as spelled in config.json's tts_model_type.
@@ -206,11 +208,44 @@ func (c CodecDecoderConfig) SamplesPerFrame() int {
 	return n
 }
 
+// Upper bounds on config sizes, far above the released models (1.7B: 28
+// layers, hidden 2048, intermediate 6144, text vocabulary 151936; codec: 8
+// layers, 1920 samples per frame) and low enough that nothing sized from a
+// config can exhaust memory before the weights are checked.
+const (
+	MaxLayers          = 512
+	MaxWidth           = 1 << 16
+	MaxHeads           = 1024
+	MaxHeadDim         = 1024
+	MaxVocab           = 1 << 22
+	MaxPositions       = 1 << 24
+	MaxNames           = 10000 // speakers or languages
+	MaxUpsampleStages  = 16
+	MaxUpsampleRate    = 64
+	MaxSamplesPerFrame = 1 << 16
+)
+
+// limited is a config value and its upper bound.
+type limited struct{ v, max int }
+
+// checkLimits reports the first value (by name) above its bound.
+func checkLimits(m map[string]limited) error {
+	for _, k := range sortedKeys(m) {
+		if m[k].v > m[k].max {
+			return fmt.Errorf("%s is %d, more than the %d Talkbox accepts", k, m[k].v, m[k].max)
+		}
+	}
+	return nil
+}
+
 // ErrBadConfig is wrapped by configuration errors.
 var ErrBadConfig = errors.New("bad model config")
 
+// MaxConfigBytes bounds a config file; the released ones are a few KiB.
+const MaxConfigBytes = 1 << 20
+
 func readJSON(path string, v any) error {
-	b, err := os.ReadFile(path)
+	b, err := regfile.ReadFile(path, MaxConfigBytes)
 	if err != nil {
 		return err
 	}
@@ -259,6 +294,22 @@ func (c *Config) validate() error {
 		if positive[k] <= 0 {
 			return fmt.Errorf("%s must be positive, is %d", k, positive[k])
 		}
+	}
+	// Upper bounds before anything is sized from these numbers: a config
+	// asking for 10^6 layers must not build a tensor list of millions.
+	if err := checkLimits(map[string]limited{
+		"talker num_hidden_layers": {t.NumHiddenLayers, MaxLayers}, "code predictor num_hidden_layers": {t.CodePredictor.NumHiddenLayers, MaxLayers},
+		"talker hidden_size": {t.HiddenSize, MaxWidth}, "talker intermediate_size": {t.IntermediateSize, MaxWidth},
+		"talker text_hidden_size": {t.TextHiddenSize, MaxWidth}, "code predictor hidden_size": {t.CodePredictor.HiddenSize, MaxWidth},
+		"code predictor intermediate_size": {t.CodePredictor.IntermediateSize, MaxWidth},
+		"talker num_attention_heads":       {t.NumAttentionHeads, MaxHeads}, "code predictor num_attention_heads": {t.CodePredictor.NumAttentionHeads, MaxHeads},
+		"talker head_dim": {t.HeadDim, MaxHeadDim}, "code predictor head_dim": {t.CodePredictor.HeadDim, MaxHeadDim},
+		"talker vocab_size": {t.VocabSize, MaxVocab}, "talker text_vocab_size": {t.TextVocabSize, MaxVocab},
+		"code predictor vocab_size":      {t.CodePredictor.VocabSize, MaxVocab},
+		"talker max_position_embeddings": {t.MaxPositionEmbeddings, MaxPositions},
+		"number of speakers (spk_id)":    {len(t.SpeakerID), MaxNames}, "number of languages (codec_language_id)": {len(t.CodecLanguageID), MaxNames},
+	}); err != nil {
+		return err
 	}
 	if t.NumCodeGroups != 16 {
 		return fmt.Errorf("talker num_code_groups is %d; Talkbox supports 16", t.NumCodeGroups)
@@ -325,6 +376,26 @@ func ReadCodecConfig(speechDir string) (*CodecConfig, error) {
 		return nil, err
 	}
 	d := c.Decoder
+	if err := checkLimits(map[string]limited{
+		"decoder num_hidden_layers": {d.NumHiddenLayers, MaxLayers}, "decoder hidden_size": {d.HiddenSize, MaxWidth},
+		"decoder intermediate_size": {d.IntermediateSize, MaxWidth}, "decoder latent_dim": {d.LatentDim, MaxWidth},
+		"decoder codebook_dim": {d.CodebookDim, MaxWidth}, "decoder decoder_dim": {d.DecoderDim, MaxWidth},
+		"decoder head_dim": {d.HeadDim, MaxHeadDim}, "decoder num_attention_heads": {d.NumAttentionHeads, MaxHeads},
+		"decoder num_key_value_heads": {d.NumKeyValueHeads, MaxHeads}, "decoder codebook_size": {d.CodebookSize, MaxVocab},
+		"decoder sliding_window": {d.SlidingWindow, MaxPositions}, "decoder max_position_embeddings": {d.MaxPositionEmbeds, MaxPositions},
+		"decoder upsampling_ratios entries": {len(d.UpsamplingRatios), MaxUpsampleStages}, "decoder upsample_rates entries": {len(d.UpsampleRates), MaxUpsampleStages},
+	}); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrBadConfig, path, err)
+	}
+	spf := 1
+	for _, r := range append(append([]int(nil), d.UpsamplingRatios...), d.UpsampleRates...) {
+		if r <= 0 || r > MaxUpsampleRate {
+			return nil, fmt.Errorf("%w: %s: upsampling factor %d outside 1..%d", ErrBadConfig, path, r, MaxUpsampleRate)
+		}
+		if spf *= r; spf > MaxSamplesPerFrame {
+			return nil, fmt.Errorf("%w: %s: the upsampling factors give more than %d samples per frame", ErrBadConfig, path, MaxSamplesPerFrame)
+		}
+	}
 	if c.ModelType != "qwen3_tts_tokenizer_12hz" {
 		return nil, fmt.Errorf("%w: %s: model_type is %q, want \"qwen3_tts_tokenizer_12hz\"", ErrBadConfig, path, c.ModelType)
 	}

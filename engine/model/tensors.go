@@ -197,12 +197,24 @@ func CheckTensors(f *safetensors.File, want []TensorSpec) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s:", f.Path)
 	if len(missing) > 0 {
-		fmt.Fprintf(&b, " %d missing tensor(s): %s;", len(missing), strings.Join(missing, ", "))
+		fmt.Fprintf(&b, " %d missing tensor(s): %s;", len(missing), FirstFew(missing, ", "))
 	}
 	if len(wrong) > 0 {
-		fmt.Fprintf(&b, " %d wrong tensor(s): %s;", len(wrong), strings.Join(wrong, "; "))
+		fmt.Fprintf(&b, " %d wrong tensor(s): %s;", len(wrong), FirstFew(wrong, "; "))
 	}
 	return fmt.Errorf("%w: %s", ErrIncompleteCheckpoint, strings.TrimSuffix(b.String(), ";"))
+}
+
+// MaxListed is how many problems an error message names before it counts
+// the rest: a broken checkpoint can miss thousands of tensors.
+const MaxListed = 5
+
+// FirstFew joins the first MaxListed items and says how many were left out.
+func FirstFew(items []string, sep string) string {
+	if len(items) <= MaxListed {
+		return strings.Join(items, sep)
+	}
+	return fmt.Sprintf("%s%s… and %d more", strings.Join(items[:MaxListed], sep), sep, len(items)-MaxListed)
 }
 
 func equalShape(a, b []int) bool {

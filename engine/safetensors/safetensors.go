@@ -12,10 +12,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"sort"
 	"syscall"
 	"unsafe"
+
+	"talkbox/internal/regfile"
 )
 
 // DType is a tensor element type as spelled in the header.
@@ -82,7 +83,9 @@ type File struct {
 
 // Open maps path read-only and validates its header.
 func Open(path string) (*File, error) {
-	f, err := os.Open(path)
+	// Only a regular file: a FIFO or device in its place would block or
+	// never end.
+	f, err := regfile.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("safetensors: %w", err)
 	}

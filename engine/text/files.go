@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"unicode/utf8"
+
+	"talkbox/internal/regfile"
 )
 
 // The tokenizer files of a checkpoint directory (there is no tokenizer.json).
@@ -27,23 +28,14 @@ const maxFileBytes = 64 << 20
 // relative path to a file of the same name that exists.
 func readTokenizerFile(dir, name string) ([]byte, string, error) {
 	path := filepath.Join(dir, name)
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, path, fmt.Errorf("%w: %v", ErrBadFiles, err)
-	}
-	if st.Size() > maxFileBytes {
-		return nil, path, fmt.Errorf("%w: %s is %d bytes, more than the %d a tokenizer file can be", ErrBadFiles, path, st.Size(), maxFileBytes)
-	}
-	b, err := os.ReadFile(path)
+	b, err := regfile.ReadFile(path, maxFileBytes)
 	if err != nil {
 		return nil, path, fmt.Errorf("%w: %v", ErrBadFiles, err)
 	}
 	if target, ok := linkTarget(b, name); ok {
 		linked := filepath.Join(dir, target)
-		if st, err := os.Stat(linked); err == nil && st.Mode().IsRegular() && st.Size() <= maxFileBytes {
-			if lb, err := os.ReadFile(linked); err == nil {
-				return lb, linked, nil
-			}
+		if lb, err := regfile.ReadFile(linked, maxFileBytes); err == nil {
+			return lb, linked, nil
 		}
 	}
 	return b, path, nil
