@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"talkbox/app/hub"
 	"talkbox/engine"
 	"talkbox/engine/backend"
 	"talkbox/engine/codec"
@@ -105,7 +106,7 @@ type benchFlags struct {
 func runBench(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("bench", stderr)
 	var f benchFlags
-	fs.StringVar(&f.dir, "model", "", "model directory (e.g. from talkbox synth)")
+	fs.StringVar(&f.dir, "model", "", "model folder (e.g. from talkbox synth) or installed name")
 	fs.StringVar(&f.backend, "backend", "cpu", "backend: cpu or cuda")
 	intFlagVar(fs, &f.frames, "frames", 16, 1, maxFrames, "", "CPU: frames per run; CUDA: timed launches per kind (x10)")
 	intFlagVar(fs, &f.runs, "runs", 2, 1, maxRuns, "", "CPU runs (the first is a warm-up when runs > 1)")
@@ -122,8 +123,13 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if f.dir == "" {
-		return usageErrorf("--model DIR is required")
+		return usageErrorf("--model is required")
 	}
+	dir, err := hub.Resolve(f.dir)
+	if err != nil {
+		return err
+	}
+	f.dir = dir
 	if f.frames < 2 || f.runs < 1 || f.rows < 1 || f.threads < 0 || f.streams < 0 || f.stability < 0 {
 		return usageErrorf("--frames must be >= 2, --runs and --prompt-rows >= 1, --threads, --streams and --stability >= 0")
 	}

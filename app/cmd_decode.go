@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"talkbox/app/hub"
 	"talkbox/engine/backend"
 	"talkbox/engine/codec"
 	"talkbox/engine/codesfile"
@@ -24,7 +25,7 @@ func init() {
 
 func runDecode(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("decode", stderr)
-	dir := fs.String("model", "", "model directory (with speech_tokenizer/), or a speech-tokenizer directory")
+	dir := fs.String("model", "", "model folder (with speech_tokenizer/) or installed name, or a speech-tokenizer folder")
 	codesPath := fs.String("codes", "", `JSON file {"codes": [[16 ints], ...]}`)
 	out := fs.String("out", "", "output WAV file")
 	mode := fs.String("mode", "official", "official (chunked, equals the reference) or streaming (frame by frame, one continuous state)")
@@ -33,7 +34,7 @@ func runDecode(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *dir == "" || *codesPath == "" || *out == "" {
-		return usageErrorf("--model DIR, --codes FILE.json and --out FILE.wav are required")
+		return usageErrorf("--model, --codes FILE.json and --out FILE.wav are required")
 	}
 	if fs.NArg() > 0 {
 		return usageErrorf("unexpected arguments %q", fs.Args())
@@ -49,7 +50,11 @@ func runDecode(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	dec, closeModel, err := openDecoder(*dir)
+	modelDir, err := hub.Resolve(*dir)
+	if err != nil {
+		return err
+	}
+	dec, closeModel, err := openDecoder(modelDir)
 	if err != nil {
 		return err
 	}

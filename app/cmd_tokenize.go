@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"talkbox/app/hub"
 	"talkbox/engine/text"
 )
 
@@ -14,10 +15,10 @@ func init() {
 
 func runTokenize(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("tokenize", stderr)
-	dir := fs.String("model", "", "model directory (holds vocab.json, merges.txt, tokenizer_config.json)")
+	dir := fs.String("model", "", "model folder (holds vocab.json, merges.txt, tokenizer_config.json) or installed name")
 	official := fs.Bool("official-regex", false, "split like a local-directory official run (transformers 4.57.3 fix_mistral_regex) instead of the native Qwen2 rule")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: talkbox tokenize --model DIR [--official-regex] TEXT...")
+		fmt.Fprintln(stderr, "usage: talkbox tokenize --model DIR|NAME [--official-regex] TEXT...")
 		fmt.Fprintln(stderr, "Prints the ids of each TEXT as typed (no chat template; control tokens stay literal text).")
 		fs.PrintDefaults()
 	}
@@ -26,12 +27,16 @@ func runTokenize(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *dir == "" {
-		return usageErrorf("--model DIR is required")
+		return usageErrorf("--model is required")
 	}
 	if fs.NArg() == 0 {
 		return usageErrorf("give at least one TEXT")
 	}
-	tok, err := text.Open(*dir, text.Options{OfficialRegex: *official})
+	modelDir, err := hub.Resolve(*dir)
+	if err != nil {
+		return err
+	}
+	tok, err := text.Open(modelDir, text.Options{OfficialRegex: *official})
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -111,4 +112,38 @@ func contains(v []int, x int) bool {
 		}
 	}
 	return false
+}
+
+// --model also takes the name of an installed model (every verb resolves it
+// through the store the same way).
+func TestTokenizeByInstalledName(t *testing.T) {
+	src := golden.Checkpoint(t, "qwen3-tts-tiny-customvoice")
+	store := t.TempDir()
+	t.Setenv("TALKBOX_MODELS", store)
+	dst := filepath.Join(store, "tiny-model")
+	if err := os.Mkdir(dst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"vocab.json", "merges.txt", "tokenizer_config.json"} {
+		b, err := os.ReadFile(filepath.Join(src, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hello, helloIDs, _ := tokenizerGolden(t, "en_simple")
+	var out, errb bytes.Buffer
+	if rc := run([]string{"tokenize", "--model", "tiny-model", hello}, &out, &errb); rc != 0 {
+		t.Fatalf("by name: exit %d: %s", rc, errb.String())
+	}
+	var got []int
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil || !slices.Equal(got, helloIDs) {
+		t.Fatalf("by name: ids %s (err %v), want %v", out.String(), err, helloIDs)
+	}
+	errb.Reset()
+	if rc := run([]string{"tokenize", "--model", "no-such-model", hello}, &out, &errb); rc != 1 || !strings.Contains(errb.String(), "no-such-model") {
+		t.Fatalf("unknown name: exit %d, stderr %q", rc, errb.String())
+	}
 }
