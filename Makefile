@@ -38,11 +38,16 @@ go-deps:
 	go mod download
 
 # libtokenizers.a is built once from the daulet/tokenizers module's own Rust
-# sources (later versions need a crate that only GitHub has).
+# sources (later versions need a crate that only GitHub has). It needs cargo:
+# the one on PATH or in ~/.cargo/bin (rustup), else Debian's cargo-web (Rust
+# 1.85 or later; Debian's plain cargo is too old for the crates' lock file).
 tokenizers: $(TOKENIZERS_LIB)
 
 $(TOKENIZERS_LIB):
-	@command -v cargo >/dev/null || { echo "cargo (Rust) is required to build libtokenizers.a"; exit 1; }
+	@command -v cargo >/dev/null || { \
+		echo "installing cargo (Debian package cargo-web) to build libtokenizers.a"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends cargo-web; }
 	go mod download github.com/daulet/tokenizers@$(TOKENIZERS_VERSION)
 	rm -rf $(CACHE)/tokenizers-src && mkdir -p $(CACHE)
 	cp -r "$$(go env GOMODCACHE)/github.com/daulet/tokenizers@$(TOKENIZERS_VERSION)" $(CACHE)/tokenizers-src

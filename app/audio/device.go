@@ -16,7 +16,7 @@ const SampleRate = 24000
 
 // backendNull is miniaudio's real null backend. malgo v0.11.24 declares
 // BackendNull as 13, which is miniaudio's *custom* backend and fails with
-// "No backend"; the null backend is 14 (desktop-notes §5.2).
+// "No backend"; the null backend is 14 (docs/design/platform.md, Audio).
 const backendNull malgo.Backend = 14
 
 // NoDeviceMessage is what the window shows when playback fell back to the
