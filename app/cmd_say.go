@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strconv"
+	"os"
+	"path/filepath"
 	"strings"
 
+	"talkbox/app/export"
 	"talkbox/app/hub"
 	"talkbox/engine"
+	"talkbox/engine/audioenc"
 	"talkbox/engine/backend"
 	"talkbox/engine/codesfile"
 	"talkbox/engine/sample"
@@ -17,8 +20,11 @@ import (
 )
 
 func init() {
-	register(verb{name: "say", summary: "synthesise text to a WAV file (and/or a codes file)", run: runSay})
+	register(verb{name: "say", summary: "synthesise text (an argument, --file or stdin) to WAV, FLAC or Ogg Opus", run: runSay})
 }
+
+// stdin is what `say -` and `--file -` read; tests replace it.
+var stdin io.Reader = os.Stdin
 
 func runSay(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("say", stderr)
@@ -29,28 +35,43 @@ func runSay(args []string, stdout, stderr io.Writer) error {
 	streamingText := fs.String("streaming-text", "", "prompt layout: true (text enters one token per frame) or false; default: the model's")
 	greedy := fs.Bool("greedy", false, "argmax decoding instead of sampling")
 	seed := fs.Uint64("seed", 0, "random seed (same seed, same audio)")
-	frames := intFlag(fs, "frames", 0, 0, maxFrames, "until EOS", "generate exactly N frames, ignoring EOS (tests, benchmarks)")
+	frames := intFlag(fs, "frames", 0, 0, maxFrames, "until EOS", "generate exactly N frames per sentence, ignoring EOS (tests, benchmarks)")
 	codesOut := fs.String("codes-out", "", "write the generated codes as JSON to this file")
-	out := fs.String("out", "", "write the audio to this WAV file")
+	file := fs.String("file", "", "read the text from this file (- for standard input)")
+	out := fs.String("out", "", "write the audio here: .wav, .flac, .ogg/.opus or .pcm (- for standard output, with --format)")
+	formatName := fs.String("format", "", "audio format: "+strings.Join(audioenc.Formats(), ", ")+" (default: from --out's extension)")
 	wavFormat := fs.String("wav-format", "s16", "WAV sample format: s16 or f32")
 	backendName := fs.String("backend", engine.BackendAuto, "auto, cpu or cuda")
 	threads := intFlag(fs, "threads", 0, 0, maxThreads, "all", "CPU threads (0 = all)")
 	officialRegex := fs.Bool("official-regex", false, "tokenize with the official loader's split regex")
 	chunkFrames := intFlag(fs, "chunk-frames", 4, 1, 1024, "", "frames per PCM chunk after the first")
+	whole := fs.Bool("whole", false, "send the text as one request instead of sentence by sentence (at most "+fmt.Sprint(engine.MaxTextRunes)+" characters; comparisons with the official implementation)")
 	rest, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
 	}
-	text := strings.Join(rest, " ")
-	if strings.TrimSpace(text) == "" {
-		return usageErrorf("no text given: talkbox say --model DIR --voice NAME [flags] TEXT")
+	text, err := sayText(*file, rest)
+	if err != nil {
+		return err
 	}
 	if *out == "" && *codesOut == "" {
-		return usageErrorf("nothing to write: give --out FILE.wav and/or --codes-out FILE.json")
+		return usageErrorf("nothing to write: give --out FILE (.wav, .flac, .ogg) and/or --codes-out FILE.json")
 	}
-	format, err := wav.ParseFormat(*wavFormat)
-	if err != nil {
-		return usageErrorf("%v", err)
+	job := export.Job{Path: *out}
+	if *out != "" {
+		if job.Format, err = sayFormat(*out, *formatName); err != nil {
+			return err
+		}
+		wf, err := wav.ParseFormat(*wavFormat)
+		if err != nil {
+			return usageErrorf("%v", err)
+		}
+		if wf != wav.S16 {
+			if job.Format != audioenc.WAV {
+				return usageErrorf("--wav-format %s applies to WAV output only", *wavFormat)
+			}
+			job.NewEncoder = func(w io.Writer, rate int) (audioenc.Encoder, error) { return wav.NewWriter(w, rate, wf) }
+		}
 	}
 	req := engine.Request{Text: text, Voice: *voice, Language: *lang, Instruct: *instruct, Seed: *seed,
 		ExactFrames: *frames, ChunkFrames: *chunkFrames}
@@ -79,16 +100,9 @@ func runSay(args []string, stdout, stderr io.Writer) error {
 	}
 	defer e.Close()
 
-	// The outputs are opened before any synthesis, so a bad path (a
-	// directory, a missing folder) fails at once; both go through atomicfile,
-	// so a failed or cancelled run leaves the user's files as they were.
-	var w *wav.Writer
-	if *out != "" {
-		if w, err = wav.Create(*out, e.SampleRate(), format); err != nil {
-			return err
-		}
-		defer w.Abort()
-	}
+	// The codes file is opened before any synthesis, so a bad path fails at
+	// once; like the audio (export.Render) it goes through atomicfile, so a
+	// failed or cancelled run leaves the user's files as they were.
 	var codesW *atomicfile.File
 	if *codesOut != "" {
 		if codesW, err = atomicfile.Create(*codesOut, 0o644); err != nil {
@@ -96,31 +110,15 @@ func runSay(args []string, stdout, stderr io.Writer) error {
 		}
 		defer codesW.Abort()
 	}
-
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	chunks, err := e.Synthesize(ctx, req)
+	var codes []backend.Codes
+	job.Engine, job.Request, job.SampleRate = e, req, e.SampleRate()
+	job.Whole = *whole
+	job.OnChunk = func(c engine.Chunk) { codes = append(codes, c.Codes...) }
+	// The audio file is written atomically by export: a failed or cancelled
+	// run never leaves a truncated file where the user expects one.
+	res, err := export.Render(ctx, job)
 	if err != nil {
 		return err
-	}
-	var write func([]float32) error
-	if w != nil {
-		write = w.Write
-	}
-	codes, final, writeErr := consume(chunks, write, cancel)
-	if writeErr != nil {
-		if final.Stats != nil {
-			return fmt.Errorf("%w; synthesis stopped after %d%s frames", writeErr, final.Stats.Frames, planned(req))
-		}
-		return writeErr
-	}
-	if final.Err != nil {
-		return final.Err
-	}
-	if w != nil {
-		if err := w.Close(); err != nil {
-			return err
-		}
 	}
 	if codesW != nil {
 		if err := codesfile.Write(codesW, codes); err != nil {
@@ -130,44 +128,81 @@ func runSay(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	st := final.Stats
+	report := stdout
 	if *out == atomicfile.Stdout || *codesOut == atomicfile.Stdout {
-		stdout = stderr // standard output carries the data
+		report = stderr // standard output carries the data
 	}
-	fmt.Fprintf(stdout, "%d frames (%.2f s of audio, stop: %s) on %s: TTFC %.1f ms, LM %.1f ms/frame, codec %.1f ms/frame, RTF %.3f\n",
-		st.Frames, st.AudioSeconds, st.Stop, st.Device, ms(st.TTFC), ms(st.LMPerFrame), ms(st.CodecPerFrame), st.RTF)
+	printSayStats(report, res)
 	return nil
 }
 
-// consume reads an utterance's chunks to the end, collecting the codes and
-// handing the PCM to write (when not nil). The first write error cancels the
-// synthesis at once (a full disk must not wait for the last frame); the rest
-// of the stream is still drained so the engine finishes cleanly.
-func consume(chunks <-chan engine.Chunk, write func([]float32) error, cancel func()) ([]backend.Codes, engine.Chunk, error) {
-	var codes []backend.Codes
-	var final engine.Chunk
-	var writeErr error
-	for c := range chunks {
-		if c.Final {
-			final = c
-			continue
+// sayText is the text to speak: --file's contents, standard input for a
+// lone "-" argument, else the arguments joined by spaces.
+func sayText(file string, args []string) (string, error) {
+	var b []byte
+	var err error
+	switch {
+	case file != "" && len(args) > 0:
+		return "", usageErrorf("give the text either with --file or as arguments, not both")
+	case file == "-" || (file == "" && len(args) == 1 && args[0] == "-"):
+		b, err = io.ReadAll(stdin)
+		if err != nil {
+			return "", fmt.Errorf("reading standard input: %w", err)
 		}
-		codes = append(codes, c.Codes...)
-		if write != nil && writeErr == nil {
-			if writeErr = write(c.PCM); writeErr != nil {
-				cancel()
-			}
+	case file != "":
+		if b, err = os.ReadFile(file); err != nil {
+			return "", err
 		}
+	default:
+		b = []byte(strings.Join(args, " "))
 	}
-	return codes, final, writeErr
+	text := string(b)
+	if strings.TrimSpace(text) == "" {
+		return "", usageErrorf("no text given: talkbox say [flags] TEXT, --file FILE, or - to read standard input")
+	}
+	return text, nil
 }
 
-// planned says how many frames the request asked for, for messages.
-func planned(req engine.Request) string {
-	if req.ExactFrames > 0 {
-		return " of " + strconv.Itoa(req.ExactFrames)
+// sayFormat is --format when given, else the format --out's extension names.
+func sayFormat(out, name string) (audioenc.Format, error) {
+	if name != "" {
+		f, err := audioenc.ParseFormat(name)
+		if err != nil {
+			return 0, usageErrorf("--format: %v", err)
+		}
+		return f, nil
 	}
-	return ""
+	if out == atomicfile.Stdout || filepath.Ext(out) == "" {
+		return audioenc.WAV, nil // as before formats: /dev/null, a FIFO, "-"
+	}
+	f, err := audioenc.FormatFromPath(out)
+	if err != nil {
+		return 0, usageErrorf("--out: %v (or give --format)", err)
+	}
+	return f, nil
+}
+
+// printSayStats sums the sentences' figures. RTF is synthesis wall time over
+// audio time: nothing waits on playback here.
+func printSayStats(w io.Writer, res export.Result) {
+	var frames int
+	var lm, codec float64
+	stopReason, device := "", ""
+	for _, st := range res.Stats {
+		frames += st.Frames
+		lm += ms(st.LMPerFrame) * float64(st.Frames)
+		codec += ms(st.CodecPerFrame) * float64(st.Frames)
+		stopReason, device = string(st.Stop), st.Device
+	}
+	if frames > 0 {
+		lm, codec = lm/float64(frames), codec/float64(frames)
+	}
+	ttfc := 0.0
+	if len(res.Stats) > 0 {
+		ttfc = ms(res.Stats[0].TTFC)
+	}
+	fmt.Fprintf(w, "%d frames in %d sentence(s) (%.2f s of audio, last stop: %s) on %s: TTFC %.1f ms, LM %.1f ms/frame, codec %.1f ms/frame, RTF %.3f\n",
+		frames, res.Sentences, res.Audio.Seconds(), stopReason, device, ttfc, lm, codec, res.RTF)
 }
 
 func parseBool(s string) (bool, error) {
