@@ -14,6 +14,7 @@ import (
 	"talkbox/engine/audioenc"
 	"talkbox/engine/backend"
 	"talkbox/engine/codesfile"
+	"talkbox/engine/model"
 	"talkbox/engine/sample"
 	"talkbox/engine/wav"
 	"talkbox/internal/atomicfile"
@@ -99,6 +100,14 @@ func runSay(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer e.Close()
+	if req.Voice == "" {
+		if vs := e.Voices(); len(vs) > 0 {
+			req.Voice = vs[0].Name // the model's first voice, as the window picks
+		}
+	}
+	if strings.TrimSpace(req.Instruct) != "" && !e.SupportsInstruct() {
+		return usageErrorf("--instruct: %s ignores it; %s take an instruct", e.ModelName(), model.InstructModels)
+	}
 
 	// The codes file is opened before any synthesis, so a bad path fails at
 	// once; like the audio (export.Render) it goes through atomicfile, so a

@@ -144,3 +144,21 @@ func TestSaySignalsLeaveNothing(t *testing.T) {
 		}
 	}
 }
+
+// Without --voice, say uses the model's first voice (it used to fail with
+// "unknown voice"); --instruct on a model that ignores it is an error naming
+// the models that take one (it used to be dropped silently).
+func TestSayDefaultVoiceAndInstruct(t *testing.T) {
+	ck := golden.Checkpoint(t, "qwen3-tts-tiny-customvoice")
+	out := filepath.Join(t.TempDir(), "x.wav")
+	var stdout, stderr bytes.Buffer
+	args := []string{"say", "--model", ck, "--backend", "cpu", "--greedy", "--frames", "2", "--out", out, "hello"}
+	if code := run(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("no --voice: exit %d: %s", code, stderr.String())
+	}
+	stderr.Reset()
+	args = []string{"say", "--model", ck, "--backend", "cpu", "--instruct", "whisper", "--frames", "2", "--out", out, "hello"}
+	if code := run(args, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "1.7B CustomVoice and the VoiceDesign") {
+		t.Fatalf("instruct on 0.6B: exit %d: %s", code, stderr.String())
+	}
+}

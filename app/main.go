@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -36,7 +37,19 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	// `talkbox --model DIR` opens the window on that model, as
+	// TALKBOX_MODEL=DIR does.
+	if len(args) == 2 && args[0] == "--model" || len(args) == 1 && strings.HasPrefix(args[0], "--model=") {
+		os.Setenv(envModel, strings.TrimPrefix(args[len(args)-1], "--model="))
+		args = nil
+	}
 	if len(args) == 0 {
+		if windowMain != nil {
+			if err := displayMissing(); err != nil {
+				fmt.Fprintf(stderr, "talkbox: %v; the window needs one, the command-line verbs work without: %s (talkbox help)\n", err, strings.Join(verbNames(), ", "))
+				return 1
+			}
+		}
 		if windowMain == nil {
 			fmt.Fprintln(stderr, "talkbox: this build has no window; use a verb (talkbox help)")
 			return 2
@@ -110,14 +123,45 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "\nusage: talkbox            open the window")
 	fmt.Fprintln(w, "       talkbox VERB [flags] [args]")
 	fmt.Fprintln(w, "\nverbs:")
+	for _, n := range verbNames() {
+		fmt.Fprintf(w, "  %-10s %s\n", n, verbs[n].summary)
+	}
+}
+
+func verbNames() []string {
 	names := make([]string, 0, len(verbs))
 	for n := range verbs {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-10s %s\n", n, verbs[n].summary)
+	return names
+}
+
+// envModel names one model folder (or store name) for the window to load
+// instead of the store's list.
+const envModel = "TALKBOX_MODEL"
+
+// displayMissing reports why no X display can be reached: GLFW panics with
+// a goroutine dump instead of an error when it cannot open one (SSH, a
+// service). DISPLAY=:N is checked against the X server's local socket;
+// other forms (host:N, forwarded) are left to the window.
+func displayMissing() error {
+	d := os.Getenv("DISPLAY")
+	if d == "" {
+		return errors.New("no display found (DISPLAY is not set)")
 	}
+	if !strings.HasPrefix(d, ":") {
+		return nil
+	}
+	n := strings.TrimPrefix(d, ":")
+	if i := strings.IndexByte(n, '.'); i >= 0 {
+		n = n[:i]
+	}
+	sock := "/tmp/.X11-unix/X" + n
+	if _, err := os.Stat(sock); err != nil {
+		return fmt.Errorf("no display found (DISPLAY=%s, but no X server at %s)", d, sock)
+	}
+	return nil
 }
 
 // newFlags makes a FlagSet that reports errors instead of exiting.

@@ -32,9 +32,6 @@ const (
 	// envQuitAfter (a Go duration) quits the app after that long, so a
 	// headless run can never hang.
 	envQuitAfter = "TALKBOX_QUIT_AFTER"
-	// envModel names one model folder (or store name) to load instead of the
-	// store's list.
-	envModel = "TALKBOX_MODEL"
 )
 
 // appID matches FyneApp.toml, so preferences land in one place.
@@ -43,6 +40,10 @@ const appID = "io.github.talkbox"
 // openRealEngine loads a checkpoint with the engine's default backend
 // choice (CUDA when usable, else the CPU).
 func openRealEngine(dir string) (ui.Engine, error) {
+	dir, err := hub.Resolve(dir)
+	if err != nil {
+		return nil, err
+	}
 	e, err := engine.Open(dir, engine.Options{Logger: slog.Default()})
 	if err != nil {
 		return nil, err
@@ -118,7 +119,9 @@ func installedModels() (*hub.Store, []ui.Model, error) {
 	if name := os.Getenv(envModel); name != "" {
 		dir, err := store.Resolve(name)
 		if err != nil {
-			return store, nil, fmt.Errorf("%s=%s: %w", envModel, name, err)
+			// Still offered: loading it shows this error in the window,
+			// rather than "No model installed" hiding what was asked for.
+			return store, []ui.Model{{Name: name, Dir: name}}, nil
 		}
 		return store, []ui.Model{{Name: filepath.Base(dir), Dir: dir}}, nil
 	}

@@ -451,6 +451,9 @@ func (c *Config) SizeName() string {
 	return c.TTSModelSize
 }
 
+// InstructModels names the models SupportsInstruct accepts, for messages.
+const InstructModels = "the 1.7B CustomVoice and the VoiceDesign models"
+
 // SupportsInstruct reports whether an instruct (style) text reaches the model:
 // VoiceDesign always, CustomVoice except the 0.6B size (the official wrapper
 // drops it there), Base never.

@@ -3,6 +3,7 @@ package model
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -127,5 +128,45 @@ func TestSpecialFilesRefused(t *testing.T) {
 	os.Symlink("/dev/zero", filepath.Join(dir, "model.safetensors"))
 	if _, err := Load(dir, Options{}); !errors.Is(err, regfile.ErrNotRegular) {
 		t.Errorf("/dev/zero as weights: %v", err)
+	}
+}
+
+// A NaN or Inf in a weight is reported at load, naming the tensor; before,
+// the checkpoint loaded and synthesis failed later with "no finite logit".
+func TestNonFiniteWeightsNamed(t *testing.T) {
+	src := golden.Checkpoint(t, "qwen3-tts-tiny-customvoice")
+	orig, err := safetensors.Open(filepath.Join(src, "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer orig.Close()
+	const victim = "talker.model.layers.0.mlp.up_proj.weight"
+	var ts []safetensors.WriteTensor
+	for _, name := range orig.Names() {
+		info, raw, _ := orig.Raw(name)
+		data := raw
+		if name == victim {
+			data = append([]byte(nil), raw...)
+			v := make([]float32, info.Elements())
+			v[7] = float32(math.NaN())
+			switch info.DType {
+			case safetensors.BF16:
+				copy(data, safetensors.BF16Bytes(v[:8]))
+			case safetensors.F32:
+				copy(data, safetensors.F32Bytes(v[:8]))
+			default:
+				t.Fatalf("dtype %s", info.DType)
+			}
+		}
+		ts = append(ts, safetensors.WriteTensor{Name: name, DType: info.DType, Shape: info.Shape, Data: data})
+	}
+	dir := copyCheckpoint(t, src)
+	if err := safetensors.Write(filepath.Join(dir, "model.safetensors"), ts, nil); err != nil {
+		t.Fatal(err)
+	}
+	os.Symlink(filepath.Join(src, "speech_tokenizer"), filepath.Join(dir, "speech_tokenizer"))
+	_, err = Load(dir, Options{RequireCodec: true})
+	if !errors.Is(err, ErrNonFinite) || !strings.Contains(err.Error(), victim+" (element 7)") {
+		t.Fatalf("got %v", err)
 	}
 }

@@ -49,7 +49,12 @@ func Load(dir string, opt Options) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := CheckTensors(m.LM, LMTensors(cfg)); err != nil {
+	lmSpecs := LMTensors(cfg)
+	if err := CheckTensors(m.LM, lmSpecs); err != nil {
+		m.Close()
+		return nil, err
+	}
+	if err := CheckFinite(m.LM, lmSpecs); err != nil {
 		m.Close()
 		return nil, err
 	}
@@ -69,7 +74,12 @@ func Load(dir string, opt Options) (*Model, error) {
 		m.Close()
 		return nil, err
 	}
-	if err := CheckTensors(m.CodecFile, CodecDecoderTensors(m.Codec)); err != nil {
+	codecSpecs := CodecDecoderTensors(m.Codec)
+	if err := CheckTensors(m.CodecFile, codecSpecs); err != nil {
+		m.Close()
+		return nil, err
+	}
+	if err := CheckFinite(m.CodecFile, codecSpecs); err != nil {
 		m.Close()
 		return nil, err
 	}

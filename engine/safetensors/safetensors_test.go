@@ -183,3 +183,52 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestFirstNonFinite(t *testing.T) {
+	inf := float32(math.Inf(-1))
+	nan := float32(math.NaN())
+	vals := []float32{1, 2, 3, 4}
+	for _, tc := range []struct {
+		dt   DType
+		enc  func([]float32) []byte
+		bad  float32
+		want int64
+	}{
+		{F32, F32Bytes, nan, 2}, {BF16, BF16Bytes, inf, 2},
+	} {
+		good := tc.enc(vals)
+		v := append([]float32(nil), vals...)
+		v[2] = tc.bad
+		bad := tc.enc(v)
+		img := buildImage(t, []WriteTensor{{Name: "good", DType: tc.dt, Shape: []int{4}, Data: good}, {Name: "bad", DType: tc.dt, Shape: []int{4}, Data: bad}})
+		f, err := Parse("x", img)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i, _ := f.FirstNonFinite("good"); i != -1 {
+			t.Errorf("%s good: %d", tc.dt, i)
+		}
+		if i, _ := f.FirstNonFinite("bad"); i != tc.want {
+			t.Errorf("%s bad: %d, want %d", tc.dt, i, tc.want)
+		}
+	}
+	// F16: 0x7c00 is +Inf.
+	img := buildImage(t, []WriteTensor{{Name: "h", DType: F16, Shape: []int{2}, Data: []byte{0, 0x3c, 0, 0x7c}}})
+	f, _ := Parse("x", img)
+	if i, _ := f.FirstNonFinite("h"); i != 1 {
+		t.Errorf("F16: %d", i)
+	}
+}
+
+func buildImage(t *testing.T, ts []WriteTensor) []byte {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "x.safetensors")
+	if err := Write(p, ts, nil); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
