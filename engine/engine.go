@@ -66,6 +66,9 @@ type Engine struct {
 	idleCodec backend.CodecStream
 	log       *slog.Logger
 	busy      sync.Mutex
+	// gpuNote says why the GPU is not used when the automatic choice fell
+	// back to the CPU ("" when it runs on the GPU or the CPU was asked for).
+	gpuNote string
 }
 
 // Open loads the checkpoint in dir (configs, weights, tokenizer, codec) and
@@ -95,7 +98,7 @@ func Open(dir string, o Options) (*Engine, error) {
 		return fail(err)
 	}
 	e.codec = dec
-	if e.lm, err = openLM(m, o, log); err != nil {
+	if e.lm, e.gpuNote, err = openLM(m, o, log); err != nil {
 		return fail(err)
 	}
 	// With the LM on the GPU, decode there too (its own CUDA stream, so the
@@ -170,26 +173,59 @@ func (e *Engine) warmUp() {
 
 // openLM picks the language-model backend. auto prefers the GPU and falls
 // back to the CPU, logging why; cuda insists and says why it cannot run.
-func openLM(m *model.Model, o Options, log *slog.Logger) (backend.LM, error) {
+func openLM(m *model.Model, o Options, log *slog.Logger) (lm backend.LM, gpuNote string, err error) {
 	switch strings.ToLower(o.Backend) {
 	case "", BackendAuto:
 		lm, err := cuda.New(m, cuda.Options{})
 		if err == nil {
-			return lm, nil
+			return lm, "", nil
 		}
 		log.Info("GPU backend unavailable, using the CPU", "reason", err)
-		return cpu.New(m, cpu.Options{Threads: o.Threads})
+		lm, cerr := cpu.New(m, cpu.Options{Threads: o.Threads})
+		return lm, GPUReason(err), cerr
 	case BackendCPU:
-		return cpu.New(m, cpu.Options{Threads: o.Threads})
+		lm, err := cpu.New(m, cpu.Options{Threads: o.Threads})
+		return lm, "", err
 	case BackendCUDA:
 		lm, err := cuda.New(m, cuda.Options{})
 		if errors.Is(err, cuda.ErrUnavailable) {
-			return nil, fmt.Errorf("%w: %v", ErrNoGPU, err)
+			return nil, "", fmt.Errorf("%w: %v", ErrNoGPU, err)
 		}
-		return lm, err
+		return lm, "", err
 	}
-	return nil, fmt.Errorf("unknown backend %q (want auto, cpu or cuda)", o.Backend)
+	return nil, "", fmt.Errorf("unknown backend %q (want auto, cpu or cuda)", o.Backend)
 }
+
+// GPUReason says in a few words why the GPU backend could not start, for
+// the window's device line; the full error goes to the log.
+func GPUReason(err error) string {
+	if err == nil {
+		return ""
+	}
+	msg := err.Error()
+	lower := strings.ToLower(msg)
+	switch {
+	case strings.Contains(lower, "not found (looked at"):
+		return "no GPU library (build it with make native)"
+	case strings.Contains(lower, "no cuda device is visible"):
+		return "no NVIDIA driver or GPU found"
+	case strings.Contains(lower, "out of memory"):
+		return "not enough GPU memory for this model"
+	case strings.Contains(lower, "abi version"):
+		return "the GPU library is out of date (rebuild with make native)"
+	case strings.Contains(lower, "libcuda") || strings.Contains(lower, "libcudart"):
+		return "the NVIDIA driver libraries could not be loaded"
+	}
+	const maxLen = 120
+	if len(msg) > maxLen {
+		msg = msg[:maxLen] + "…"
+	}
+	return msg
+}
+
+// GPUNote says why the GPU is not used, when Open fell back to the CPU on
+// its own; "" otherwise.
+func (e *Engine) GPUNote() string { return e.gpuNote }
 
 // Close releases the backend and unmaps the weights.
 func (e *Engine) Close() error {

@@ -98,9 +98,19 @@ func (u *UI) setEngine(e Engine) {
 	} else {
 		u.instructR.Hide()
 	}
-	u.device.SetText("Device: " + e.Device())
+	u.device.SetText(deviceLine(e))
 	u.speakBtn.Enable()
 	u.setStatus(fmt.Sprintf("Ready: %s on %s.", e.ModelName(), e.Device()))
+}
+
+// deviceLine names where the model runs and, when that is the CPU because
+// the GPU could not be used, why (engines that know say it through GPUNote).
+func deviceLine(e Engine) string {
+	line := "Device: " + e.Device()
+	if n, ok := e.(interface{ GPUNote() string }); ok && n.GPUNote() != "" {
+		line += " · GPU not used: " + n.GPUNote()
+	}
+	return line
 }
 
 // Speak cancels any utterance in flight and starts a new one. It never

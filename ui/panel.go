@@ -14,7 +14,7 @@ import (
 
 // latencyPanel shows the live figures of the current utterance.
 type latencyPanel struct {
-	ttfc, firstSound, rtf, fps, underruns, buffered, progress *widget.Label
+	ttfc, firstSound, rtf, fps, underruns, buffered, bufWait, progress *widget.Label
 	timeline                                                  *timeline
 	box                                                       fyne.CanvasObject
 }
@@ -27,7 +27,7 @@ func newLatencyPanel() *latencyPanel {
 		return l
 	}
 	p.ttfc, p.firstSound, p.rtf, p.fps = value(), value(), value(), value()
-	p.underruns, p.buffered, p.progress = value(), value(), value()
+	p.underruns, p.buffered, p.bufWait, p.progress = value(), value(), value(), value()
 	row := func(name string, v *widget.Label) []fyne.CanvasObject {
 		return []fyne.CanvasObject{widget.NewLabel(name), v}
 	}
@@ -35,6 +35,7 @@ func newLatencyPanel() *latencyPanel {
 	cells = append(cells, row("Time to first chunk", p.ttfc)...)
 	cells = append(cells, row("Time to first sound", p.firstSound)...)
 	cells = append(cells, row("Real-time factor", p.rtf)...)
+	cells = append(cells, row("Waited on playback", p.bufWait)...)
 	cells = append(cells, row("Frames per second", p.fps)...)
 	cells = append(cells, row("Underruns", p.underruns)...)
 	cells = append(cells, row("Buffered", p.buffered)...)
@@ -60,6 +61,8 @@ func (p *latencyPanel) show(f speech.Figures) {
 		held = " (prebuffering)"
 	}
 	p.buffered.SetText(formatSeconds(f.Buffered) + held)
+	// Not part of the RTF above: the generator was ahead and the buffer full.
+	p.bufWait.SetText(formatSeconds(f.BufferWait))
 	p.progress.SetText(fmt.Sprintf("sentence %d of %d", min(f.Sentence+1, f.Sentences), f.Sentences))
 	if f.Synthesised {
 		p.progress.SetText(fmt.Sprintf("%d of %d sentences synthesised", f.Sentence, f.Sentences))
@@ -69,7 +72,7 @@ func (p *latencyPanel) show(f speech.Figures) {
 
 func (p *latencyPanel) reset() {
 	p.show(speech.Figures{TTFC: -1, FirstSound: -1})
-	for _, l := range []*widget.Label{p.underruns, p.buffered, p.progress} {
+	for _, l := range []*widget.Label{p.underruns, p.buffered, p.bufWait, p.progress} {
 		l.SetText("–")
 	}
 }

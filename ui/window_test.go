@@ -145,6 +145,15 @@ func TestPickersFilledFromModel(t *testing.T) {
 	}
 }
 
+// When the engine fell back to the CPU, the device line says why.
+func TestDeviceLineSaysWhyNoGPU(t *testing.T) {
+	h := newHarness(t, &uitest.FakeEngine{RTF: 0.3, NoGPU: "no NVIDIA driver or GPU found"}, nil)
+	h.ready()
+	if got, want := h.ui.device.Text, "Device: Fake engine (RTF 0.30) · GPU not used: no NVIDIA driver or GPU found"; got != want {
+		t.Errorf("device line %q, want %q", got, want)
+	}
+}
+
 // Type, pick a voice and language, Speak: two sentences are synthesised one
 // after the other into one stream, the panel updates live, the history
 // records the figures, the WAV saves, and history text copies back.

@@ -57,8 +57,13 @@ type Utterance struct {
 	frames       atomic.Int64
 	samples      atomic.Int64
 	sentenceDone atomic.Int32
-	timeline     [timelineCap]atomic.Int64 // chunk arrival, ns after submit
-	timelineLen  atomic.Int32
+	// bufferWait is the time the synthesis spent blocked on a full playback
+	// stream (the player's ring was full), and waitSince when the current
+	// wait began (ns after submit + 1; 0 = not waiting). RTF leaves it out.
+	bufferWait  atomic.Int64
+	waitSince   atomic.Int64
+	timeline    [timelineCap]atomic.Int64 // chunk arrival, ns after submit
+	timelineLen atomic.Int32
 
 	// Written by Run before done closes; read after done only.
 	pcm      []float32
@@ -172,10 +177,8 @@ func (u *Utterance) forward(ch <-chan engine.Chunk, stream chan<- engine.Chunk) 
 		final, err := c.Final, c.Err
 		c.Final, c.Err = false, nil
 		if len(c.PCM) > 0 {
-			select {
-			case stream <- c:
-			case <-u.ctx.Done():
-				return u.ctx.Err()
+			if err := u.send(stream, c); err != nil {
+				return err
 			}
 		}
 		if err != nil {
@@ -184,6 +187,28 @@ func (u *Utterance) forward(ch <-chan engine.Chunk, stream chan<- engine.Chunk) 
 		if final {
 			return nil
 		}
+	}
+}
+
+// send hands c to the player, timing any wait on a full stream: that time
+// is the player's pace, not the engine's, and is kept out of the RTF.
+func (u *Utterance) send(stream chan<- engine.Chunk, c engine.Chunk) error {
+	select {
+	case stream <- c:
+		return nil
+	default:
+	}
+	start := time.Since(u.submitted)
+	u.waitSince.Store(int64(start) + 1)
+	defer func() {
+		u.waitSince.Store(0)
+		u.bufferWait.Add(int64(time.Since(u.submitted) - start))
+	}()
+	select {
+	case stream <- c:
+		return nil
+	case <-u.ctx.Done():
+		return u.ctx.Err()
 	}
 }
 
@@ -217,7 +242,8 @@ func drainLater(ch <-chan engine.Chunk) {
 type Figures struct {
 	TTFC        time.Duration // -1 = not yet
 	FirstSound  time.Duration // -1 = not yet
-	RTF         float64       // synthesis wall so far / audio so far; 0 = not yet
+	RTF         float64       // synthesis time so far (less BufferWait) / audio so far; 0 = not yet
+	BufferWait  time.Duration // time synthesis waited on a full playback buffer
 	FramesPerS  float64
 	Frames      int64
 	Audio       time.Duration
@@ -248,6 +274,11 @@ func (u *Utterance) Snapshot(live audio.Live) Figures {
 		wall = time.Duration(end)
 		f.Synthesised = true
 	}
+	f.BufferWait = time.Duration(u.bufferWait.Load())
+	if since := u.waitSince.Load(); since > 0 && !f.Synthesised {
+		f.BufferWait += max(0, elapsed-time.Duration(since-1))
+	}
+	wall = max(wall-f.BufferWait, time.Millisecond)
 	if f.Audio > 0 {
 		f.RTF = wall.Seconds() / f.Audio.Seconds()
 		f.FramesPerS = float64(f.Frames) / wall.Seconds()

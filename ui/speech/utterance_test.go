@@ -155,3 +155,36 @@ func TestExpectedSeconds(t *testing.T) {
 		}
 	}
 }
+
+// slowSink plays each chunk in real time for its length × pace, so the
+// stream backs up and synthesis has to wait for it.
+type slowSink struct{ pace float64 }
+
+func (s *slowSink) Play(ctx context.Context, ch <-chan engine.Chunk, o audio.PlayOptions) (audio.Result, error) {
+	for c := range ch {
+		time.Sleep(time.Duration(s.pace * float64(len(c.PCM)) / audio.SampleRate * float64(time.Second)))
+	}
+	return audio.Result{}, nil
+}
+
+// Time spent waiting on a full playback buffer is shown apart and kept out
+// of the RTF, which counts synthesis time only.
+func TestRTFExcludesBufferWait(t *testing.T) {
+	fake := &uitest.FakeEngine{RTF: 0.02}
+	// Many sentences so far more chunks than the stream holds.
+	text := strings.Repeat("A short sentence here. ", 12)
+	u := New(1, text, engine.Request{Voice: "ryan"}, fake, &slowSink{pace: 0.25}, 0)
+	end := runDone(t, u)
+	if end.Err != nil {
+		t.Fatal(end.Err)
+	}
+	f := end.Figures
+	if f.BufferWait < 100*time.Millisecond {
+		t.Fatalf("buffer wait %s: the slow player never held the synthesis back", f.BufferWait)
+	}
+	wallRTF := (f.BufferWait.Seconds() + f.RTF*f.Audio.Seconds()) / f.Audio.Seconds()
+	if f.RTF > 0.2 || wallRTF < 0.15 {
+		t.Fatalf("RTF %.3f with %s of buffer wait over %s of audio (wall RTF %.3f): want the synthesis-only figure near the engine's 0.02",
+			f.RTF, f.BufferWait, f.Audio, wallRTF)
+	}
+}

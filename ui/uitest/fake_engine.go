@@ -33,6 +33,8 @@ type FakeEngine struct {
 	FailAfter int
 	// MaxFrames caps frames per request (0 = 400).
 	MaxFrames int
+	// NoGPU, when set, is the reason GPUNote gives for running on the CPU.
+	NoGPU string
 
 	mu        sync.Mutex
 	requests  []engine.Request
@@ -49,6 +51,9 @@ func (e *FakeEngine) Requests() []engine.Request {
 
 // Cancelled is how many streams stopped because their context ended.
 func (e *FakeEngine) Cancelled() int { return int(e.cancelled.Load()) }
+
+// GPUNote says why the (pretend) GPU is not used, like *engine.Engine.
+func (e *FakeEngine) GPUNote() string { return e.NoGPU }
 
 // Closed reports whether Close was called.
 func (e *FakeEngine) Closed() bool { return e.closed.Load() }
