@@ -12,9 +12,10 @@ export CGO_LDFLAGS := -L$(dir $(TOKENIZERS_LIB))
 export LANG := en_US.UTF-8
 
 # Debian packages for the build (Fyne/GLFW, cgo), the tests and headless runs.
-# libopus/libogg encode Ogg Opus and libopusfile reads it back (engine/audioenc).
+# libopus/libogg encode Ogg Opus and libopusfile reads it back (engine/audioenc);
+# libsoxr resamples reference audio for voice cloning (engine/audioin).
 APT_PACKAGES := gcc g++ pkg-config libgl1-mesa-dev libx11-dev libxcursor-dev libxrandr-dev \
-	libxinerama-dev libxi-dev libxxf86vm-dev libopenblas-dev xvfb x11-apps xdotool netpbm \
+	libxinerama-dev libxi-dev libxxf86vm-dev libopenblas-dev libsoxr-dev xvfb x11-apps xdotool netpbm \
 	libopus-dev libogg-dev libopusfile-dev
 
 GO_TEST_FLAGS ?=

@@ -86,10 +86,12 @@ func decodeFLAC(b []byte) (Decoded, error) {
 	return Decoded{PCM: from16(v), SampleRate: rate, SourceRate: rate, Exact16: v}, nil
 }
 
+// to16 recovers the stored 16-bit values of wav.Decode's samples, which
+// are v/32768 exactly.
 func to16(s []float32) []int16 {
 	v := make([]int16, len(s))
 	for i, x := range s {
-		v[i] = wav.ToS16(x)
+		v[i] = int16(x * 32768)
 	}
 	return v
 }

@@ -28,11 +28,14 @@ const (
 	F16  DType = "F16"
 	F32  DType = "F32"
 	I64  DType = "I64"
+	U8   DType = "U8" // raw bytes (the golden audio case stores files this way); read with Raw
 )
 
 // Size returns the element size in bytes, or 0 for an unsupported type.
 func (d DType) Size() int {
 	switch d {
+	case U8:
+		return 1
 	case BF16, F16:
 		return 2
 	case F32:
@@ -158,7 +161,7 @@ func parse(path string, buf []byte) (*File, error) {
 		}
 		dt := DType(*e.DType)
 		if dt.Size() == 0 {
-			return nil, fmt.Errorf("%w: %s: tensor %q: unsupported dtype %q (want BF16, F16, F32 or I64)", ErrFormat, path, name, *e.DType)
+			return nil, fmt.Errorf("%w: %s: tensor %q: unsupported dtype %q (want BF16, F16, F32, I64 or U8)", ErrFormat, path, name, *e.DType)
 		}
 		if len(*e.DataOffsets) != 2 {
 			return nil, fmt.Errorf("%w: %s: tensor %q: data_offsets must have 2 entries, has %d", ErrFormat, path, name, len(*e.DataOffsets))

@@ -56,10 +56,10 @@ func TestS16HeaderAndValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info != (Info{Format: S16, SampleRate: 24000, Channels: 1}) || len(s) != len(in) {
+	if info != (Info{Format: S16, SampleRate: 24000, Channels: 1, Bits: 16, Frames: len(in)}) || len(s) != len(in) {
 		t.Fatalf("read back %+v, %d samples", info, len(s))
 	}
-	if math.Abs(float64(s[1])-0.5) > 1.0/32767 {
+	if math.Abs(float64(s[1])-0.5) > 1.0/32768 { // 16384/32768
 		t.Errorf("0.5 read back as %v", s[1])
 	}
 }
@@ -251,7 +251,7 @@ func TestDecodeStreamed(t *testing.T) {
 			t.Fatalf("data size %#x: %+v, %d samples, want %d", size, info, len(got), len(in))
 		}
 		for i := range in {
-			if got[i] != float32(ToS16(in[i]))/32767 {
+			if got[i] != float32(ToS16(in[i]))/32768 { // Decode scales 16-bit PCM by 1/32768
 				t.Errorf("sample %d = %v", i, got[i])
 			}
 		}
