@@ -26,8 +26,8 @@ type Encoder struct {
 	layers  []encLayer
 	rope    rope
 	down    encConv
-	semIn   linear // input_proj of the semantic quantizer
-	acIn    linear // input_proj of the acoustic quantizer
+	semIn   linear      // input_proj of the semantic quantizer
+	acIn    linear      // input_proj of the acoustic quantizer
 	books   [][]float32 // per kept level: [codebookSize][dim], embed_sum / max(usage, 1e-5)
 	bookDim int
 }

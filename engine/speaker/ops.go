@@ -155,4 +155,3 @@ func relu(x []float32) {
 }
 
 func sigmoid(v float32) float32 { return float32(1 / (1 + math.Exp(-float64(v)))) }
-
