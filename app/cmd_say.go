@@ -30,7 +30,7 @@ var stdin io.Reader = os.Stdin
 func runSay(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("say", stderr)
 	modelFlag := fs.String("model", "", "model folder or installed name (default: the installed model)")
-	voice := fs.String("voice", "", "preset voice (CustomVoice), e.g. ryan")
+	voice := fs.String("voice", "", "preset voice (CustomVoice), e.g. ryan, or a cloned voice (Base; see talkbox voice)")
 	lang := fs.String("lang", "auto", "language: auto or a name such as english")
 	instruct := fs.String("instruct", "", "style (CustomVoice 1.7B) or voice description (VoiceDesign)")
 	streamingText := fs.String("streaming-text", "", "prompt layout: true (text enters one token per frame) or false; default: the model's")
@@ -100,6 +100,9 @@ func runSay(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer e.Close()
+	if err := useClone(e, &req, stderr); err != nil {
+		return err
+	}
 	if req.Voice == "" {
 		if vs := e.Voices(); len(vs) > 0 {
 			req.Voice = vs[0].Name // the model's first voice, as the window picks

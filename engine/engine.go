@@ -25,6 +25,7 @@ import (
 	"talkbox/engine/prompt"
 	"talkbox/engine/sample"
 	"talkbox/engine/text"
+	"talkbox/engine/voice"
 )
 
 // Backend names for Options.Backend.
@@ -69,6 +70,11 @@ type Engine struct {
 	// gpuNote says why the GPU is not used when the automatic choice fell
 	// back to the CPU ("" when it runs on the GPU or the CPU was asked for).
 	gpuNote string
+
+	// The Base model's voice-clone encoders, opened on first use.
+	cloneOnce sync.Once
+	clone     *voice.Encoders
+	cloneErr  error
 }
 
 // Open loads the checkpoint in dir (configs, weights, tokenizer, codec) and
@@ -287,7 +293,7 @@ func (e *Engine) SampleRate() int { return e.codec.SampleRate() }
 // Err on failure), then the channel closes. Consumers read until it closes.
 func (e *Engine) Synthesize(ctx context.Context, req Request) (<-chan Chunk, error) {
 	start := time.Now()
-	p, opt, err := e.prepare(req)
+	p, opt, ctxCodes, err := e.prepare(req)
 	if err != nil {
 		return nil, err
 	}
@@ -297,7 +303,8 @@ func (e *Engine) Synthesize(ctx context.Context, req Request) (<-chan Chunk, err
 	}
 	out := make(chan Chunk, 4)
 	s := &stream{lm: e.lm, codec: e.codec, prompt: p, opt: opt, chunkFrames: chunkFrames, start: start,
-		prepare: time.Since(start), device: e.lm.Device(), openCodec: e.takeCodecStream, releaseCodec: e.keepCodecStream}
+		prepare: time.Since(start), device: e.lm.Device(), openCodec: e.takeCodecStream, releaseCodec: e.keepCodecStream,
+		contextCodes: ctxCodes}
 	go func() {
 		// One utterance at a time per engine: the LM holds one KV cache.
 		e.busy.Lock()
@@ -336,32 +343,66 @@ func (e *Engine) keepCodecStream(cs backend.CodecStream) {
 	cs.Close()
 }
 
-// prepare validates the request and builds the prompt and generation options.
-func (e *Engine) prepare(req Request) (backend.Prompt, backend.GenerateOptions, error) {
+// CloneEncoders returns the Base model's voice-clone encoders (speaker
+// encoder and speech-tokenizer encoder), opening them on first use.
+func (e *Engine) CloneEncoders() (*voice.Encoders, error) {
+	e.cloneOnce.Do(func() { e.clone, e.cloneErr = voice.NewEncoders(e.model) })
+	return e.clone, e.cloneErr
+}
+
+// IsBase reports whether the model speaks in cloned voices.
+func (e *Engine) IsBase() bool { return e.model.Config.TTSModelType == model.TypeBase }
+
+// prepare validates the request and builds the prompt and generation
+// options; for an in-context clone it also returns the reference codes the
+// codec decodes first, as acoustic context whose samples are not emitted.
+func (e *Engine) prepare(req Request) (backend.Prompt, backend.GenerateOptions, []backend.Codes, error) {
 	var opt backend.GenerateOptions
 	trimmed := strings.TrimSpace(req.Text)
 	if trimmed == "" {
-		return backend.Prompt{}, opt, ErrEmptyText
+		return backend.Prompt{}, opt, nil, ErrEmptyText
 	}
 	if n := utf8.RuneCountInString(req.Text); n > MaxTextRunes {
-		return backend.Prompt{}, opt, fmt.Errorf("%w: %d characters, at most %d per request (split long text into sentences)", ErrTextTooLong, n, MaxTextRunes)
+		return backend.Prompt{}, opt, nil, fmt.Errorf("%w: %d characters, at most %d per request (split long text into sentences)", ErrTextTooLong, n, MaxTextRunes)
 	}
 	ids, err := e.tok.AssistantIDs(trimmed)
 	if err != nil {
-		return backend.Prompt{}, opt, err
+		return backend.Prompt{}, opt, nil, err
 	}
 	pr := prompt.Request{TextIDs: ids, Speaker: req.Voice, Language: req.Language, Streaming: prompt.DefaultStreaming(e.model.Config)}
+	switch {
+	case req.Clone != nil && !e.IsBase():
+		return backend.Prompt{}, opt, nil, fmt.Errorf("%w: cloned voice %q: only Base models speak in cloned voices", ErrUnsupportedReq, req.Clone.Name)
+	case req.Clone == nil && e.IsBase() && strings.TrimSpace(req.Voice) == "":
+		return backend.Prompt{}, opt, nil, ErrNeedsClone
+	case req.Clone != nil:
+		enc, err := e.CloneEncoders()
+		if err != nil {
+			return backend.Prompt{}, opt, nil, err
+		}
+		d, _, err := enc.Derive(req.Clone)
+		if err != nil {
+			return backend.Prompt{}, opt, nil, err
+		}
+		pr.XVector = d.XVector
+		if req.Clone.Mode() == "icl" {
+			if pr.RefTextIDs, err = e.tok.RefTextIDs(strings.TrimSpace(req.Clone.Transcript)); err != nil {
+				return backend.Prompt{}, opt, nil, err
+			}
+			pr.RefCodes = d.Codes
+		}
+	}
 	if req.StreamingText != nil {
 		pr.Streaming = *req.StreamingText
 	}
 	if strings.TrimSpace(req.Instruct) != "" {
 		if pr.InstructIDs, err = e.tok.InstructIDs(req.Instruct); err != nil {
-			return backend.Prompt{}, opt, err
+			return backend.Prompt{}, opt, nil, err
 		}
 	}
 	p, err := e.prompts.Build(pr)
 	if err != nil {
-		return backend.Prompt{}, opt, err
+		return backend.Prompt{}, opt, nil, err
 	}
 	g := e.model.Generation
 	opt.Talker = sample.Params{DoSample: g.DoSample, Temperature: g.Temperature, TopK: g.TopK, TopP: g.TopP, RepetitionPenalty: g.RepetitionPenalty}
@@ -375,7 +416,7 @@ func (e *Engine) prepare(req Request) (backend.Prompt, backend.GenerateOptions, 
 	opt.Seed = req.Seed
 	opt.ExactFrames = req.ExactFrames
 	opt.MaxFrames = FrameCap(len(ids)-8, g.MaxNewTokens)
-	return p, opt, nil
+	return p, opt, pr.RefCodes, nil
 }
 
 // FrameCap is the safety net against a talker that never says EOS: about two

@@ -9,6 +9,7 @@ import (
 	"talkbox/engine/backend"
 	"talkbox/engine/golden"
 	"talkbox/engine/sample"
+	"talkbox/engine/voice"
 )
 
 func greedyRequest(text, voice, lang string, streaming bool, frames int) Request {
@@ -151,5 +152,57 @@ func TestBackendSelectionWithoutGPU(t *testing.T) {
 	defer e.Close()
 	if !strings.HasPrefix(e.Device(), "CPU") {
 		t.Errorf("auto without a GPU runs on %q", e.Device())
+	}
+}
+
+// A Base model asks for a cloned voice instead of failing deep in the
+// prompt builder; a cloned voice on another model type is refused; with a
+// clone, Synthesize derives the voice's data and gives the official codes.
+func TestClonedVoiceRequests(t *testing.T) {
+	c := golden.OpenCase(t, "base_xvec_en_stream")
+	e, err := Open(c.Checkpoint, Options{Backend: BackendCPU, OfficialRegex: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if !e.IsBase() {
+		t.Fatal("tiny base is not Base")
+	}
+	text, _ := c.Input("text")
+	req := greedyRequest(text.(string), "", "english", true, 16)
+	if _, err := e.Synthesize(context.Background(), req); !errors.Is(err, ErrNeedsClone) {
+		t.Fatalf("no voice: %v", err)
+	}
+	req.Clone = &voice.Voice{Name: "ref", Audio: c.F32("ref_audio")}
+	ch, err := e.Synthesize(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, codes, final := drain(t, ch)
+	if final.Err != nil {
+		t.Fatal(final.Err)
+	}
+	want := c.I64("codes")
+	for f, row := range codes {
+		for g, v := range row {
+			if int64(v) != want[f*16+g] {
+				t.Fatalf("frame %d group %d: %d, official %d", f, g, v, want[f*16+g])
+			}
+		}
+	}
+	if len(req.Clone.Derived) != 1 {
+		t.Errorf("the clone's derived data was not kept: %d entries", len(req.Clone.Derived))
+	}
+
+	cv := golden.OpenCase(t, "cv_en_ryan_nonstream")
+	e2, err := Open(cv.Checkpoint, Options{Backend: BackendCPU})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e2.Close()
+	bad := greedyRequest("Hello.", "", "english", false, 2)
+	bad.Clone = req.Clone
+	if _, err := e2.Synthesize(context.Background(), bad); !errors.Is(err, ErrUnsupportedReq) {
+		t.Errorf("clone on CustomVoice: %v", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"talkbox/engine/backend"
 	"talkbox/engine/prompt"
 	"talkbox/engine/sample"
+	"talkbox/engine/voice"
 )
 
 // Sentinel errors a caller can branch on. The request errors are the prompt
@@ -19,12 +20,19 @@ var (
 	ErrUnsupportedReq = prompt.ErrUnsupported
 	ErrTextTooLong    = errors.New("text too long")
 	ErrCancelled      = errors.New("cancelled")
+	// ErrNeedsClone: a Base model speaks only in a cloned voice.
+	ErrNeedsClone = errors.New("this Base model speaks in a cloned voice: add one from a recording first")
 )
 
 // Request is one utterance to synthesise.
 type Request struct {
-	Text     string
-	Voice    string // CustomVoice speaker name (case-insensitive); empty for VoiceDesign
+	Text  string
+	Voice string // CustomVoice speaker name (case-insensitive); empty for VoiceDesign
+	// Clone is a cloned voice for a Base model (required there, refused
+	// elsewhere). Data it lacks for this model (x-vector, reference codes) is
+	// computed and added to Clone.Derived before Synthesize returns; save
+	// the voice afterwards to keep it (Clone.Derived grows by one entry).
+	Clone    *voice.Voice
 	Language string // "auto" (default) or a language name (case-insensitive)
 	Instruct string // style (CustomVoice 1.7B) or voice description (VoiceDesign)
 	// StreamingText selects the prompt layout: nil = the model's default

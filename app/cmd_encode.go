@@ -1,0 +1,66 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"talkbox/app/hub"
+	"talkbox/engine/audioin"
+	"talkbox/engine/codec"
+	"talkbox/engine/model"
+	"talkbox/internal/atomicfile"
+)
+
+func init() {
+	register(verb{name: "encode", summary: "encode a WAV/FLAC file to codec frames as JSON (the inverse of decode)", run: runEncode})
+}
+
+func runEncode(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("encode", stderr)
+	modelFlag := fs.String("model", "", "model folder or installed name (its speech_tokenizer/ encodes)")
+	audioPath := fs.String("audio", "", "WAV or FLAC file (resampled to 24 kHz)")
+	out := fs.String("codes-out", "", `output JSON file {"codes": [[16 ints], ...]}`)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *audioPath == "" || *out == "" || fs.NArg() > 0 {
+		return usageErrorf("talkbox encode --model DIR --audio FILE --codes-out FILE.json")
+	}
+	clip, err := audioin.LoadFile(*audioPath)
+	if err != nil {
+		return err
+	}
+	for _, n := range clip.Notices {
+		fmt.Fprintln(stderr, "note:", n)
+	}
+	dir, err := hub.Resolve(*modelFlag)
+	if err != nil {
+		return err
+	}
+	m, err := model.Load(dir, model.Options{RequireCodec: true})
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	enc, err := codec.NewEncoder(m)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	codes, err := enc.Encode(clip.Samples)
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(codesFile{Codes: codes})
+	if err != nil {
+		return err
+	}
+	if err := atomicfile.WriteFile(*out, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s: %d frames from %.2f s of audio (%s) in %.0f ms\n",
+		*out, len(codes), clip.Seconds(), clip.Source.Format, float64(time.Since(start).Microseconds())/1e3)
+	return nil
+}
