@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"time"
@@ -9,6 +8,7 @@ import (
 	"talkbox/app/hub"
 	"talkbox/engine/audioin"
 	"talkbox/engine/codec"
+	"talkbox/engine/codesfile"
 	"talkbox/engine/model"
 	"talkbox/internal/atomicfile"
 )
@@ -53,11 +53,15 @@ func runEncode(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	b, err := json.Marshal(codesFile{Codes: codes})
+	f, err := atomicfile.Create(*out, 0o644)
 	if err != nil {
 		return err
 	}
-	if err := atomicfile.WriteFile(*out, append(b, '\n'), 0o644); err != nil {
+	defer f.Abort()
+	if err := codesfile.Write(f, codes); err != nil {
+		return err
+	}
+	if err := f.Commit(); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "wrote %s: %d frames from %.2f s of audio (%s) in %.0f ms\n",

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"talkbox/engine/codesfile"
 	"talkbox/engine/golden"
 	"talkbox/engine/wav"
 )
@@ -79,16 +80,15 @@ func TestVoiceAddThenSay(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("say --voice: exit %d: %s", code, stderr.String())
 			}
-			var doc codesFile
-			b, _ := os.ReadFile(codesOut)
-			if err := json.Unmarshal(b, &doc); err != nil {
+			got, err := codesfile.ReadFile(codesOut)
+			if err != nil {
 				t.Fatal(err)
 			}
 			want := c.I64("codes")
-			if len(doc.Codes)*16 != len(want) {
-				t.Fatalf("%d frames, official %d", len(doc.Codes), len(want)/16)
+			if len(got)*16 != len(want) {
+				t.Fatalf("%d frames, official %d", len(got), len(want)/16)
 			}
-			for f, row := range doc.Codes {
+			for f, row := range got {
 				for g, v := range row {
 					if int64(v) != want[f*16+g] {
 						t.Fatalf("frame %d group %d: %d, official %d", f, g, v, want[f*16+g])
@@ -126,5 +126,35 @@ func TestVoiceLibraryCLI(t *testing.T) {
 	stderr.Reset()
 	if code := run([]string{"voice", "rm", "nobody"}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "no such voice") {
 		t.Errorf("rm missing: exit %d: %s", code, stderr.String())
+	}
+}
+
+// TestEncodeVerb: `talkbox encode` writes the official codes of the golden
+// reference audio, in the file format `decode --codes` reads.
+func TestEncodeVerb(t *testing.T) {
+	c := golden.OpenCase(t, "speaker_encoder_and_speech_encode")
+	dir := t.TempDir()
+	ref, out := filepath.Join(dir, "ref.wav"), filepath.Join(dir, "codes.json")
+	if err := wav.WriteFile(ref, c.F32("ref_audio"), 24000, wav.F32); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"encode", "--model", golden.Checkpoint(t, "qwen3-tts-tiny-base"), "--audio", ref, "--codes-out", out}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	got, err := codesfile.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := c.I64("encode_codes")
+	if len(got)*16 != len(want) {
+		t.Fatalf("%d frames, official %d", len(got), len(want)/16)
+	}
+	for f, row := range got {
+		for g, v := range row {
+			if int64(v) != want[f*16+g] {
+				t.Fatalf("frame %d group %d: %d, official %d", f, g, v, want[f*16+g])
+			}
+		}
 	}
 }
