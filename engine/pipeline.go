@@ -88,6 +88,9 @@ func (s *stream) run(ctx context.Context, out chan<- Chunk) {
 		if len(pending) == 0 || codecErr != nil {
 			return true
 		}
+		if ctx.Err() != nil {
+			return false
+		}
 		t0 := time.Now()
 		pcm, err := codecStream.Push(pending)
 		codecTime += time.Since(t0)
@@ -113,8 +116,11 @@ func (s *stream) run(ctx context.Context, out chan<- Chunk) {
 		return true
 	}
 	for f := range frames {
-		if codecErr != nil {
-			continue // drain so the LM goroutine can finish
+		// Drain so the LM goroutine can finish; after a cancel the frames
+		// it had queued are dropped undecoded, so the engine is free again
+		// within one frame instead of decoding up to frameBuffer more.
+		if codecErr != nil || ctx.Err() != nil {
+			continue
 		}
 		pending = append(pending, f.Codes)
 		// The first chunk is the first frame, for the lowest time to first audio.

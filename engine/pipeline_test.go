@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -178,5 +179,52 @@ func TestEngineReusesResettableCodecStream(t *testing.T) {
 	e.Close()
 	if c.made[0].closes != 1 {
 		t.Error("Close did not free the kept stream")
+	}
+}
+
+// slowCodec counts the frames it decodes, taking a while for each.
+type slowCodec struct {
+	fakeCodec
+	mu      sync.Mutex
+	decoded int
+}
+
+type slowStream struct{ c *slowCodec }
+
+func (c *slowCodec) NewStream() (backend.CodecStream, error) { return slowStream{c}, nil }
+func (s slowStream) Close() error                            { return nil }
+func (s slowStream) Push(frames []backend.Codes) ([]float32, error) {
+	time.Sleep(5 * time.Millisecond)
+	s.c.mu.Lock()
+	s.c.decoded += len(frames)
+	s.c.mu.Unlock()
+	return make([]float32, 4*len(frames)), nil
+}
+
+func (c *slowCodec) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.decoded
+}
+
+// TestPipelineCancelSkipsQueuedFrames: after a cancel, the frames the LM had
+// queued ahead of the codec are dropped, not decoded, so the engine is free
+// within one codec step (a server frees a disconnected client's slot so).
+func TestPipelineCancelSkipsQueuedFrames(t *testing.T) {
+	codec := &slowCodec{}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &stream{lm: &fakeLM{n: 1000}, codec: codec, chunkFrames: 1}
+	ch := runStream(ctx, s)
+	<-ch // the first chunk: the LM has run ahead by now
+	time.Sleep(20 * time.Millisecond)
+	cancel()
+	atCancel := codec.count()
+	t0 := time.Now()
+	collect(t, ch)
+	if extra := codec.count() - atCancel; extra > 1 {
+		t.Errorf("%d frames decoded after the cancel; want at most the one in progress", extra)
+	}
+	if d := time.Since(t0); d > 100*time.Millisecond {
+		t.Errorf("stream ended %v after the cancel", d)
 	}
 }
