@@ -13,10 +13,11 @@ export LANG := en_US.UTF-8
 
 # Debian packages for the build (Fyne/GLFW, cgo), the tests and headless runs.
 # libopus/libogg encode Ogg Opus and libopusfile reads it back (engine/audioenc);
-# libsoxr resamples reference audio for voice cloning (engine/audioin).
+# libsoxr resamples reference audio for voice cloning (engine/audioin);
+# libsonic changes speaking speed (engine/tempo, the server's "speed").
 APT_PACKAGES := gcc g++ pkg-config libgl1-mesa-dev libx11-dev libxcursor-dev libxrandr-dev \
 	libxinerama-dev libxi-dev libxxf86vm-dev libopenblas-dev libsoxr-dev xvfb x11-apps xdotool netpbm \
-	libopus-dev libogg-dev libopusfile-dev
+	libopus-dev libogg-dev libopusfile-dev libsonic-dev
 
 GO_TEST_FLAGS ?=
 FUZZ_TIME ?= 20s
@@ -62,15 +63,15 @@ build: deps
 	go build -o bin/talkbox ./app
 
 # A CLI-only binary without the window (no X11/GL libraries needed), and a
-# pure-Go one for machines without OpenBLAS or libopus, e.g. GPU benchmark
-# hosts (noopus: every output format but Opus).
+# pure-Go one for machines without OpenBLAS, libopus or libsonic, e.g. GPU
+# benchmark hosts (noopus: every output format but Opus; nosonic: speed 1 only).
 cli: deps
 	mkdir -p bin
 	go build -tags nogui -o bin/talkbox-cli ./app
 
 cli-portable: deps
 	mkdir -p bin
-	go build -tags nogui,noblas,noopus -o bin/talkbox-portable ./app
+	go build -tags nogui,noblas,noopus,nosonic -o bin/talkbox-portable ./app
 
 run: build
 	./bin/talkbox
