@@ -264,12 +264,16 @@ func (s *Server) stream(ctx context.Context, cancel context.CancelFunc, w http.R
 	} else {
 		h.Set("Content-Type", job.format.ContentType())
 	}
-	w.WriteHeader(http.StatusOK)
+	// The encoder writes its header at once, which sends the 200; a format
+	// this build lacks (noopus) fails before that and gets a JSON error.
 	enc, err := audioenc.New(sink, job.format, rate)
 	if err != nil {
 		cancel()
-		s.abort(format, err)
+		s.m.requests.WithLabelValues(format, "bad_request").Inc()
+		writeError(w, http.StatusBadRequest, errInvalidRequest, err.Error(), "response_format", "")
+		return
 	}
+	out.flush()
 
 	sent := 0
 	ttfc := false
