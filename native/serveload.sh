@@ -7,6 +7,8 @@
 # Prepared here and carried (as for native/devcheck.sh):
 #   .devbin/talkbox-portable.gz   make cli-portable && gzip -c bin/talkbox-portable > .devbin/talkbox-portable.gz
 #   .golden/                      the golden folder (its tiny checkpoint lends the synthetic one a tokenizer)
+#   .devbin/lib/                  optional shared libraries the binary needs and the host lacks
+#                                 (`ldd bin/talkbox-portable`: libsoxr.so.0 since engine/audioin)
 # Knobs: STREAMS ("1 8 16 64"), FRAMES (125 = 10 s of audio an utterance,
 # as bench --e2e-frames), PER_STREAM (requests per stream, 2), MAX_STREAMS (64).
 set -uo pipefail
@@ -24,6 +26,7 @@ PORT=18000
 log() { echo "== $(date +%T) $*" | tee -a "$OUT/summary.txt"; }
 
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$OUT/summary.txt"
+[ -d .devbin/lib ] && export LD_LIBRARY_PATH="$PWD/.devbin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 gunzip -c .devbin/talkbox-portable.gz > $TB && chmod +x $TB || { log "no .devbin/talkbox-portable.gz"; exit 1; }
 if [ ! -f native/build/libtalkbox_native.so ] || [ ! -f native/build/libtalkbox_codec.so ]; then
   log "build (TB_ARCHS=$TB_ARCHS)"
