@@ -83,6 +83,12 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 			cfg.AllowOrigins = append(cfg.AllowOrigins, o)
 		}
 	}
+	if e.IsBase() {
+		// A Base model speaks in the user's cloned voices (talkbox voice add).
+		if cfg.Voices, err = voiceLibrary(); err != nil {
+			return err
+		}
+	}
 	srv := server.New(e, cfg)
 
 	ln, err := net.Listen("tcp", *listen)

@@ -40,6 +40,7 @@ type Synthesizer interface {
 	ModelName() string
 	Device() string
 	SupportsInstruct() bool
+	IsBase() bool // speaks only in cloned voices (engine.Request.Clone)
 }
 
 // sharedEngine admits up to maxActive utterances onto one engine and queues

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"talkbox/engine"
+	"talkbox/engine/voice"
 )
 
 // Defaults for Config's zero values.
@@ -41,6 +42,9 @@ type Config struct {
 	// MaxStreams and Queue size the default scheduler (1 and 16 when 0;
 	// Queue < 0 means no queue).
 	MaxStreams, Queue int
+	// Voices is the user's cloned voices, spoken by Base models (which
+	// have no presets); nil: none.
+	Voices *voice.Library
 	// Scheduler replaces the default one (which shares the engine).
 	Scheduler      Scheduler
 	BodyLimit      int64         // request body bytes (64 KB)
@@ -188,17 +192,37 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 }
 
 type voiceInfo struct {
-	Name    string `json:"name"`
-	Type    string `json:"type"` // "preset"
-	Dialect string `json:"dialect,omitempty"`
+	Name    string  `json:"name"`
+	Type    string  `json:"type"` // "preset" or "cloned"
+	Dialect string  `json:"dialect,omitempty"`
+	Mode    string  `json:"mode,omitempty"`    // cloned: "icl" or "x-vector"
+	Seconds float64 `json:"seconds,omitempty"` // cloned: reference audio length
 }
 
-func (s *Server) voices(w http.ResponseWriter, r *http.Request) {
+// voiceList is what this model can speak in: its presets, or for a Base
+// model the cloned voices.
+func (s *Server) voiceList() []voiceInfo {
 	out := []voiceInfo{}
+	if s.eng.IsBase() {
+		if s.cfg.Voices != nil {
+			list, errs := s.cfg.Voices.List()
+			for _, err := range errs {
+				s.log.Warn("skipping a voice file", "reason", err)
+			}
+			for _, v := range list {
+				out = append(out, voiceInfo{Name: v.Name, Type: "cloned", Mode: v.Mode, Seconds: v.Seconds})
+			}
+		}
+		return out
+	}
 	for _, v := range s.eng.Voices() {
 		out = append(out, voiceInfo{Name: v.Name, Type: "preset", Dialect: v.Dialect})
 	}
-	writeJSON(w, map[string]any{"voices": out, "languages": s.eng.Languages()})
+	return out
+}
+
+func (s *Server) voices(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, map[string]any{"voices": s.voiceList(), "languages": s.eng.Languages()})
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {

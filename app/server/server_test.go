@@ -63,7 +63,7 @@ func start(t *testing.T, cfg Config) (*Server, *httptest.Server) {
 	return s, ts
 }
 
-func voice(t *testing.T) string { return tinyEngine(t).Voices()[0].Name }
+func presetVoice(t *testing.T) string { return tinyEngine(t).Voices()[0].Name }
 
 // post sends a speech request and returns the response (the caller closes it).
 func post(t *testing.T, ctx context.Context, url string, body any, header ...string) *http.Response {
@@ -82,7 +82,7 @@ func post(t *testing.T, ctx context.Context, url string, body any, header ...str
 }
 
 func speech(t *testing.T, frames int, extra ...any) map[string]any {
-	m := map[string]any{"model": "tts-1", "input": "Hello there, how are you today?", "voice": voice(t), "frames": frames}
+	m := map[string]any{"model": "tts-1", "input": "Hello there, how are you today?", "voice": presetVoice(t), "frames": frames}
 	for i := 0; i+1 < len(extra); i += 2 {
 		m[extra[i].(string)] = extra[i+1]
 	}
@@ -381,10 +381,10 @@ func TestBadRequests(t *testing.T) {
 	}{
 		{"oversize", raw(`{"input":"` + strings.Repeat("a", 70<<10) + `"}`), 413, "", "65536"},
 		{"bad json", raw(`{"input": "hi",`), 400, "", "JSON"},
-		{"two values", raw(`{"input":"hi","voice":"` + voice(t) + `"} {}`), 400, "", "more than one"},
-		{"no input", post(t, ctxT(t, time.Minute), ts.URL, map[string]any{"voice": voice(t)}), 400, "input", "required"},
+		{"two values", raw(`{"input":"hi","voice":"` + presetVoice(t) + `"} {}`), 400, "", "more than one"},
+		{"no input", post(t, ctxT(t, time.Minute), ts.URL, map[string]any{"voice": presetVoice(t)}), 400, "input", "required"},
 		{"long input", post(t, ctxT(t, time.Minute), ts.URL, speech(t, 2, "input", strings.Repeat("word ", 20))), 400, "input", "at most 50"},
-		{"unknown voice", post(t, ctxT(t, time.Minute), ts.URL, speech(t, 2, "voice", "alloy")), 400, "voice", voice(t)},
+		{"unknown voice", post(t, ctxT(t, time.Minute), ts.URL, speech(t, 2, "voice", "alloy")), 400, "voice", presetVoice(t)},
 		{"no voice", post(t, ctxT(t, time.Minute), ts.URL, speech(t, 2, "voice", "")), 400, "voice", "required"},
 		{"mp3", post(t, ctxT(t, time.Minute), ts.URL, speech(t, 2, "response_format", "mp3")), 400, "response_format", "wav, pcm, flac, opus"},
 		{"speed", post(t, ctxT(t, time.Minute), ts.URL, speech(t, 2, "speed", 9)), 400, "speed", "outside"},
@@ -484,7 +484,7 @@ func TestInfoRoutes(t *testing.T) {
 	}
 	var voices struct{ Voices []voiceInfo }
 	getJSON("/v1/voices", &voices)
-	if len(voices.Voices) != len(tinyEngine(t).Voices()) || voices.Voices[0].Name != voice(t) || voices.Voices[0].Type != "preset" {
+	if len(voices.Voices) != len(tinyEngine(t).Voices()) || voices.Voices[0].Name != presetVoice(t) || voices.Voices[0].Type != "preset" {
 		t.Errorf("voices: %+v", voices)
 	}
 	var h struct{ Status, Device string }

@@ -17,6 +17,7 @@ import (
 	"talkbox/engine"
 	"talkbox/engine/audioenc"
 	"talkbox/engine/tempo"
+	"talkbox/engine/voice"
 )
 
 // speechRequest is OpenAI's body for POST /v1/audio/speech, plus language.
@@ -82,35 +83,20 @@ func (s *Server) parseSpeech(body []byte) (*speechJob, error) {
 	}
 	job.req = engine.Request{Text: *in.Input, Language: in.Language, ChunkFrames: chunkFrames, ExactFrames: in.Frames}
 
-	voice, err := voiceName(in.Voice)
+	name, err := voiceName(in.Voice)
 	if err != nil {
 		return nil, err
 	}
-	if presets := s.eng.Voices(); len(presets) > 0 {
-		var names []string
-		for _, v := range presets {
-			names = append(names, v.Name)
-			if strings.EqualFold(v.Name, voice) {
-				job.req.Voice = v.Name
-			}
-		}
-		if job.req.Voice == "" {
-			what := "voice is required"
-			if voice != "" {
-				what = fmt.Sprintf("unknown voice %q", voice)
-			}
-			return nil, &badRequest{"voice", fmt.Sprintf("%s; this model's voices: %s", what, strings.Join(names, ", "))}
-		}
-	} else if voice != "" {
-		job.notes = append(job.notes, "voice (this model has no preset voices; describe one in instructions)")
+	if err := s.pickVoice(job, name); err != nil {
+		return nil, err
 	}
 
-	name := in.ResponseFormat
-	if name == "" {
-		name = "wav"
+	format := in.ResponseFormat
+	if format == "" {
+		format = "wav"
 	}
-	if job.format, err = audioenc.ParseFormat(name); err != nil {
-		return nil, &badRequest{"response_format", fmt.Sprintf("response_format %q is not supported; use one of %s", name, strings.Join(audioenc.Formats(), ", "))}
+	if job.format, err = audioenc.ParseFormat(format); err != nil {
+		return nil, &badRequest{"response_format", fmt.Sprintf("response_format %q is not supported; use one of %s", format, strings.Join(audioenc.Formats(), ", "))}
 	}
 	if in.Speed != nil {
 		job.speed = *in.Speed
@@ -133,6 +119,65 @@ func (s *Server) parseSpeech(body []byte) (*speechJob, error) {
 		return nil, &badRequest{"stream_format", fmt.Sprintf("stream_format %q: use audio or sse", in.StreamFormat)}
 	}
 	return job, nil
+}
+
+// pickVoice resolves the voice: a preset of a CustomVoice model, a cloned
+// voice of a Base model (loaded from the library, which checks the name
+// before it touches the file system), or nothing for VoiceDesign, whose
+// voice is described in instructions.
+func (s *Server) pickVoice(job *speechJob, name string) error {
+	var names []string
+	for _, v := range s.voiceList() {
+		names = append(names, v.Name)
+	}
+	unknown := func() error {
+		what := "voice is required"
+		if name != "" {
+			what = fmt.Sprintf("unknown voice %q", name)
+		}
+		list := strings.Join(names, ", ")
+		if len(names) == 0 {
+			list = "none yet (add one with `talkbox voice add`)"
+		}
+		return &badRequest{"voice", fmt.Sprintf("%s; this model's voices: %s", what, list)}
+	}
+	switch {
+	case s.eng.IsBase():
+		if name == "" || s.cfg.Voices == nil {
+			return unknown()
+		}
+		v, err := s.cfg.Voices.Load(name)
+		if errors.Is(err, voice.ErrNotFound) || errors.Is(err, voice.ErrBadName) {
+			return unknown()
+		}
+		if err != nil {
+			return &badRequest{"voice", err.Error()}
+		}
+		job.req.Clone = v
+	case len(s.eng.Voices()) > 0:
+		for _, v := range s.eng.Voices() {
+			if strings.EqualFold(v.Name, name) {
+				job.req.Voice = v.Name
+			}
+		}
+		if job.req.Voice == "" {
+			return unknown()
+		}
+	case name != "":
+		job.notes = append(job.notes, "voice (this model has no preset voices; describe one in instructions)")
+	}
+	return nil
+}
+
+// keepDerived saves what the engine derived from a cloned voice for this
+// model (speaker embedding, reference codes), so the next request skips it.
+func (s *Server) keepDerived(v *voice.Voice, before int) {
+	if v == nil || len(v.Derived) == before || s.cfg.Voices == nil {
+		return
+	}
+	if err := s.cfg.Voices.Save(v); err != nil {
+		s.log.Warn("could not keep a cloned voice's derived data", "voice", v.Name, "reason", err)
+	}
 }
 
 // voiceName accepts "name" or {"id": "name"}.
@@ -182,6 +227,10 @@ func (s *Server) speech(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 	defer cancel()
 
+	derived := 0
+	if job.req.Clone != nil {
+		derived = len(job.req.Clone.Derived)
+	}
 	chunks, err := s.sched.Submit(ctx, job.req)
 	switch {
 	case errors.Is(err, ErrOverloaded):
@@ -203,6 +252,7 @@ func (s *Server) speech(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, errInvalidRequest, err.Error(), engineParam(err), "")
 		return
 	}
+	s.keepDerived(job.req.Clone, derived) // Submit derived it, before any audio
 	s.stream(ctx, cancel, w, job, chunks, start)
 }
 
