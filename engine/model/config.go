@@ -223,6 +223,7 @@ const (
 	MaxUpsampleStages  = 16
 	MaxUpsampleRate    = 64
 	MaxSamplesPerFrame = 1 << 16
+	MaxRes2NetScale    = 64 // the speaker encoder's sub-blocks per block (8 as released)
 )
 
 // limited is a config value and its upper bound.
@@ -244,10 +245,9 @@ var ErrBadConfig = errors.New("bad model config")
 // MaxConfigBytes bounds a config file; the released ones are a few KiB.
 const MaxConfigBytes = 1 << 20
 
-func readJSON(path string, v any) error {
-	b, err := regfile.ReadFile(path, MaxConfigBytes)
-	if err != nil {
-		return err
+func decodeJSON(path string, b []byte, v any) error {
+	if len(b) > MaxConfigBytes {
+		return fmt.Errorf("%w: %s: %d bytes, at most %d", ErrBadConfig, path, len(b), MaxConfigBytes)
 	}
 	if err := json.Unmarshal(b, v); err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrBadConfig, path, err)
@@ -258,8 +258,17 @@ func readJSON(path string, v any) error {
 // ReadConfig reads and checks dir/config.json.
 func ReadConfig(dir string) (*Config, error) {
 	path := filepath.Join(dir, "config.json")
+	b, err := regfile.ReadFile(path, MaxConfigBytes)
+	if err != nil {
+		return nil, err
+	}
+	return ParseConfig(path, b)
+}
+
+// ParseConfig checks the bytes of a config.json; path names it in errors.
+func ParseConfig(path string, b []byte) (*Config, error) {
 	var c Config
-	if err := readJSON(path, &c); err != nil {
+	if err := decodeJSON(path, b, &c); err != nil {
 		return nil, err
 	}
 	if err := c.validate(); err != nil {
@@ -351,6 +360,17 @@ func (c *Config) validate() error {
 	if c.TTSModelType == TypeBase && c.SpeakerEncoder == nil {
 		return fmt.Errorf("a base model needs speaker_encoder_config")
 	}
+	if se := c.SpeakerEncoder; se != nil {
+		lim := map[string]limited{"speaker encoder enc_res2net_scale": {se.EncRes2NetScale, MaxRes2NetScale},
+			"speaker encoder mel_dim": {se.MelDim, MaxWidth}, "speaker encoder enc_dim": {se.EncDim, MaxWidth},
+			"speaker encoder enc_attention_channels": {se.EncAttentionChannels, MaxWidth}, "speaker encoder enc_se_channels": {se.EncSEChannels, MaxWidth}}
+		for i, v := range se.EncChannels {
+			lim[fmt.Sprintf("speaker encoder enc_channels[%d]", i)] = limited{v, MaxWidth}
+		}
+		if err := checkLimits(lim); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -362,8 +382,34 @@ func ReadGenerationConfig(dir string) (GenerationConfig, error) {
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		return g, nil
 	}
-	if err := readJSON(path, &g); err != nil {
+	b, err := regfile.ReadFile(path, MaxConfigBytes)
+	if err != nil {
 		return g, err
+	}
+	return ParseGenerationConfig(path, b)
+}
+
+// ParseGenerationConfig reads generation_config.json bytes over the official
+// defaults and checks the sampling values are usable.
+func ParseGenerationConfig(path string, b []byte) (GenerationConfig, error) {
+	g := DefaultGenerationConfig()
+	if err := decodeJSON(path, b, &g); err != nil {
+		return DefaultGenerationConfig(), err
+	}
+	bad := func(what string, v any) (GenerationConfig, error) {
+		return DefaultGenerationConfig(), fmt.Errorf("%w: %s: %s is %v", ErrBadConfig, path, what, v)
+	}
+	switch {
+	case g.Temperature < 0 || g.SubtalkerTemperature < 0:
+		return bad("a temperature", fmt.Sprint(g.Temperature, ", ", g.SubtalkerTemperature))
+	case g.TopK < 0 || g.TopK > MaxVocab || g.SubtalkerTopK < 0 || g.SubtalkerTopK > MaxVocab:
+		return bad("a top_k", fmt.Sprint(g.TopK, ", ", g.SubtalkerTopK))
+	case g.TopP < 0 || g.TopP > 1 || g.SubtalkerTopP < 0 || g.SubtalkerTopP > 1:
+		return bad("a top_p (want 0..1)", fmt.Sprint(g.TopP, ", ", g.SubtalkerTopP))
+	case g.RepetitionPenalty <= 0:
+		return bad("repetition_penalty", g.RepetitionPenalty)
+	case g.MaxNewTokens < 0 || g.MaxNewTokens > MaxPositions:
+		return bad("max_new_tokens", g.MaxNewTokens)
 	}
 	return g, nil
 }
@@ -371,8 +417,17 @@ func ReadGenerationConfig(dir string) (GenerationConfig, error) {
 // ReadCodecConfig reads and checks speechDir/config.json.
 func ReadCodecConfig(speechDir string) (*CodecConfig, error) {
 	path := filepath.Join(speechDir, "config.json")
+	b, err := regfile.ReadFile(path, MaxConfigBytes)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCodecConfig(path, b)
+}
+
+// ParseCodecConfig checks the bytes of a speech_tokenizer/config.json.
+func ParseCodecConfig(path string, b []byte) (*CodecConfig, error) {
 	var c CodecConfig
-	if err := readJSON(path, &c); err != nil {
+	if err := decodeJSON(path, b, &c); err != nil {
 		return nil, err
 	}
 	d := c.Decoder
@@ -401,8 +456,11 @@ func ReadCodecConfig(speechDir string) (*CodecConfig, error) {
 	}
 	if d.NumQuantizers != 16 || d.CodebookSize <= 0 || d.CodebookDim <= 1 || d.LatentDim <= 0 || d.HiddenSize <= 0 ||
 		d.HeadDim <= 0 || d.NumAttentionHeads <= 0 || d.NumHiddenLayers <= 0 || d.SlidingWindow <= 0 ||
-		len(d.UpsampleRates) == 0 || d.DecoderDim <= 0 {
+		len(d.UpsampleRates) == 0 || d.DecoderDim <= 0 || d.NumKeyValueHeads <= 0 || d.IntermediateSize <= 0 {
 		return nil, fmt.Errorf("%w: %s: decoder_config has missing or non-positive sizes", ErrBadConfig, path)
+	}
+	if d.NumAttentionHeads%d.NumKeyValueHeads != 0 {
+		return nil, fmt.Errorf("%w: %s: decoder num_attention_heads %d is not a multiple of num_key_value_heads %d", ErrBadConfig, path, d.NumAttentionHeads, d.NumKeyValueHeads)
 	}
 	if c.DecodeUpsampleRate != 0 && c.DecodeUpsampleRate != d.SamplesPerFrame() {
 		return nil, fmt.Errorf("%w: %s: decode_upsample_rate %d does not equal the product of the upsampling factors %d", ErrBadConfig, path, c.DecodeUpsampleRate, d.SamplesPerFrame())

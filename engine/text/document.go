@@ -107,7 +107,7 @@ func parseMerges(path string, b []byte) ([]string, error) {
 			continue
 		}
 		if parts := strings.Split(s, " "); len(parts) != 2 || parts[0] == "" || parts[1] == "" {
-			return nil, fmt.Errorf("%w: %s line %d: want two tokens separated by one space, got %q", ErrBadFiles, path, line, s)
+			return nil, fmt.Errorf("%w: %s line %d: want two tokens separated by one space, got %.80q", ErrBadFiles, path, line, s)
 		}
 		out = append(out, s)
 	}

@@ -67,10 +67,10 @@ func parseVocab(path string, b []byte) (map[string]int, map[int]string, error) {
 	byID := make(map[int]string, len(v))
 	for tok, id := range v {
 		if id < 0 {
-			return nil, nil, fmt.Errorf("%w: %s: token %q has negative id %d", ErrBadFiles, path, tok, id)
+			return nil, nil, fmt.Errorf("%w: %s: token %.80q has negative id %d", ErrBadFiles, path, tok, id)
 		}
 		if other, dup := byID[id]; dup {
-			return nil, nil, fmt.Errorf("%w: %s: tokens %q and %q share id %d", ErrBadFiles, path, other, tok, id)
+			return nil, nil, fmt.Errorf("%w: %s: tokens %.80q and %.80q share id %d", ErrBadFiles, path, other, tok, id)
 		}
 		byID[id] = tok
 	}
@@ -103,19 +103,19 @@ func parseAddedTokens(path string, b []byte, vocab map[string]int, vocabByID map
 	for key, tok := range c.AddedTokensDecoder {
 		id, err := strconv.Atoi(key)
 		if err != nil || id < 0 {
-			return nil, fmt.Errorf("%w: %s: added token id %q is not a non-negative integer", ErrBadFiles, path, key)
+			return nil, fmt.Errorf("%w: %s: added token id %.80q is not a non-negative integer", ErrBadFiles, path, key)
 		}
 		if tok.Content == "" {
 			return nil, fmt.Errorf("%w: %s: added token %d has no content", ErrBadFiles, path, id)
 		}
 		if vid, clash := vocab[tok.Content]; clash && vid != id {
-			return nil, fmt.Errorf("%w: %s: added token %q has id %d but the vocabulary gives it %d", ErrBadFiles, path, tok.Content, id, vid)
+			return nil, fmt.Errorf("%w: %s: added token %.80q has id %d but the vocabulary gives it %d", ErrBadFiles, path, tok.Content, id, vid)
 		}
 		if other, used := vocabByID[id]; used && other != tok.Content {
-			return nil, fmt.Errorf("%w: %s: added token %q has id %d, which the vocabulary gives to %q", ErrBadFiles, path, tok.Content, id, other)
+			return nil, fmt.Errorf("%w: %s: added token %.80q has id %d, which the vocabulary gives to %.80q", ErrBadFiles, path, tok.Content, id, other)
 		}
 		if prev, dup := added[tok.Content]; dup {
-			return nil, fmt.Errorf("%w: %s: added token %q appears with ids %d and %d", ErrBadFiles, path, tok.Content, prev, id)
+			return nil, fmt.Errorf("%w: %s: added token %.80q appears with ids %d and %d", ErrBadFiles, path, tok.Content, prev, id)
 		}
 		added[tok.Content] = id
 	}

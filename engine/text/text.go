@@ -12,6 +12,7 @@ package text
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -62,47 +63,19 @@ type Tokenizer struct {
 
 // Open builds the tokenizer of the checkpoint in modelDir.
 func Open(modelDir string, opt Options) (*Tokenizer, error) {
-	vocabBytes, vocabPath, err := readTokenizerFile(modelDir, VocabFile)
-	if err != nil {
-		return nil, err
-	}
-	vocab, byID, err := parseVocab(vocabPath, vocabBytes)
-	if err != nil {
-		return nil, err
-	}
-	for id := 0; id < len(vocab); id++ {
-		if _, ok := byID[id]; !ok {
-			return nil, fmt.Errorf("%w: %s: ids are not 0..%d (id %d is missing)", ErrBadFiles, vocabPath, len(vocab)-1, id)
+	var files [3]tokenizerFile
+	for i, name := range []string{VocabFile, MergesFile, ConfigFile} {
+		b, path, err := readTokenizerFile(modelDir, name)
+		if err != nil {
+			return nil, err
 		}
+		files[i] = tokenizerFile{path, b}
 	}
-	mergesBytes, mergesPath, err := readTokenizerFile(modelDir, MergesFile)
+	p, err := parseFiles(files[0], files[1], files[2], opt)
 	if err != nil {
 		return nil, err
 	}
-	merges, err := parseMerges(mergesPath, mergesBytes)
-	if err != nil {
-		return nil, err
-	}
-	cfgBytes, cfgPath, err := readTokenizerFile(modelDir, ConfigFile)
-	if err != nil {
-		return nil, err
-	}
-	added, err := parseAddedTokens(cfgPath, cfgBytes, vocab, byID)
-	if err != nil {
-		return nil, err
-	}
-	tmpl, err := templateIDs(vocab, added, vocabPath, cfgPath)
-	if err != nil {
-		return nil, err
-	}
-	regex := Qwen2Regex
-	if opt.OfficialRegex {
-		regex = OfficialRegex
-	}
-	doc, err := buildDocument(vocabBytes, merges, regex)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrBadFiles, modelDir, err)
-	}
+	vocab, added, tmpl, doc := p.vocab, p.added, p.tmpl, p.doc
 	lib, err := tokenizers.FromBytes(doc)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s (%s, %s): %v", ErrBadFiles, modelDir, VocabFile, MergesFile, err)
@@ -112,6 +85,55 @@ func Open(modelDir string, opt Options) (*Tokenizer, error) {
 		t.addedByID[id] = s
 	}
 	return t, nil
+}
+
+// tokenizerFile is one file's path (for messages) and bytes.
+type tokenizerFile struct {
+	path string
+	b    []byte
+}
+
+// parsed is what the Go side makes of the three tokenizer files.
+type parsed struct {
+	vocab map[string]int
+	added map[string]int
+	tmpl  Template
+	doc   []byte // the tokenizer.json handed to the library
+}
+
+// parseFiles checks vocab.json, merges.txt and tokenizer_config.json and
+// builds the tokenizer.json document; every problem wraps ErrBadFiles.
+func parseFiles(vocabF, mergesF, cfgF tokenizerFile, opt Options) (*parsed, error) {
+	vocab, byID, err := parseVocab(vocabF.path, vocabF.b)
+	if err != nil {
+		return nil, err
+	}
+	for id := 0; id < len(vocab); id++ {
+		if _, ok := byID[id]; !ok {
+			return nil, fmt.Errorf("%w: %s: ids are not 0..%d (id %d is missing)", ErrBadFiles, vocabF.path, len(vocab)-1, id)
+		}
+	}
+	merges, err := parseMerges(mergesF.path, mergesF.b)
+	if err != nil {
+		return nil, err
+	}
+	added, err := parseAddedTokens(cfgF.path, cfgF.b, vocab, byID)
+	if err != nil {
+		return nil, err
+	}
+	tmpl, err := templateIDs(vocab, added, vocabF.path, cfgF.path)
+	if err != nil {
+		return nil, err
+	}
+	regex := Qwen2Regex
+	if opt.OfficialRegex {
+		regex = OfficialRegex
+	}
+	doc, err := buildDocument(vocabF.b, merges, regex)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrBadFiles, filepath.Dir(vocabF.path), err)
+	}
+	return &parsed{vocab: vocab, added: added, tmpl: tmpl, doc: doc}, nil
 }
 
 func templateIDs(vocab, added map[string]int, vocabPath, cfgPath string) (Template, error) {

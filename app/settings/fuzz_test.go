@@ -1,0 +1,36 @@
+package settings
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// FuzzLoad: any settings file loads without panic to usable values; a
+// damaged one is a *CorruptError and is kept aside, never lost.
+func FuzzLoad(f *testing.F) {
+	f.Add([]byte(`{"width": 1040, "height": 700, "language": "auto", "export_format": "flac"}`))
+	f.Add([]byte(`{"width": -1, "height": 1e12}`))
+	f.Add([]byte(`{`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		dir := t.TempDir()
+		p := filepath.Join(dir, "settings.json")
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		s, err := Load(p)
+		if err != nil {
+			var ce *CorruptError
+			if !errors.As(err, &ce) {
+				t.Fatalf("error is not a CorruptError: %v", err)
+			}
+			if got, _ := os.ReadFile(ce.Kept); string(got) != string(b) {
+				t.Fatalf("damaged file not kept aside")
+			}
+		}
+		if s.Width < minWidth || s.Width > maxSide || s.Height < minHeight || s.Height > maxSide || s.HistoryMB <= 0 {
+			t.Fatalf("unusable settings %+v", s)
+		}
+	})
+}
