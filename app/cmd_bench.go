@@ -169,13 +169,6 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	return json.NewEncoder(stdout).Encode(rep)
 }
 
-// generationOptions are the checkpoint's sampling settings.
-func generationOptions(g model.GenerationConfig) (talker, predictor sample.Params) {
-	talker = sample.Params{DoSample: g.DoSample, Temperature: g.Temperature, TopK: g.TopK, TopP: g.TopP, RepetitionPenalty: g.RepetitionPenalty}
-	predictor = sample.Params{DoSample: g.SubtalkerDoSample, Temperature: g.SubtalkerTemperature, TopK: g.SubtalkerTopK, TopP: g.SubtalkerTopP, RepetitionPenalty: 1}
-	return
-}
-
 // benchCPULM times the CPU LM with wall clocks over whole Generate runs.
 func benchCPULM(m *model.Model, f benchFlags, rep *benchReport) error {
 	start := time.Now()
@@ -188,7 +181,7 @@ func benchCPULM(m *model.Model, f benchFlags, rep *benchReport) error {
 	rep.Frames, rep.Runs = f.frames, f.runs
 	prompt := benchPrompt(m.Config.Talker.HiddenSize, f.rows)
 	opt := backend.GenerateOptions{ExactFrames: f.frames} // random weights never learned EOS; time a fixed length
-	opt.Talker, opt.Predictor = generationOptions(m.Generation)
+	opt.Talker, opt.Predictor = backend.Sampling(m.Generation)
 	var prefill, talker, pred, frame []time.Duration
 	for r := 0; r < f.runs; r++ {
 		opt.Seed = uint64(r + 1)
@@ -228,7 +221,7 @@ func benchCPULM(m *model.Model, f benchFlags, rep *benchReport) error {
 func benchCUDALM(m *model.Model, f benchFlags, rep *benchReport) error {
 	start := time.Now()
 	// The KV cache must hold the stability run's frames after the prompt.
-	lm, err := cuda.NewLM(m, cuda.Options{MaxPositions: max(8192, f.rows+f.stability+64)})
+	lm, err := cuda.NewLM(m, cuda.Options{MaxPositions: max(backend.DefaultPositions, f.rows+f.stability+64)})
 	if err != nil {
 		return err
 	}
@@ -237,7 +230,7 @@ func benchCUDALM(m *model.Model, f benchFlags, rep *benchReport) error {
 	iters := 10 * f.frames
 	const warm = 20
 	rep.Frames, rep.Runs, rep.WarmupFrames = iters, 1, warm
-	talker, predictor := generationOptions(m.Generation)
+	talker, predictor := backend.Sampling(m.Generation)
 	prompt := cuda.SyntheticPrompt(m.Config.Talker.HiddenSize, f.rows, 8, 1)
 	timed := func(kind cuda.BenchKind, t, p sample.Params) (float64, error) {
 		v, err := lm.Bench(prompt, t, p, kind, warm+iters)
@@ -292,7 +285,7 @@ func stabilityRun(lm backend.LM, m *model.Model, p backend.Prompt, frames int) (
 		bad <- n
 	}()
 	opt := backend.GenerateOptions{ExactFrames: frames, Seed: 5}
-	opt.Talker, opt.Predictor = generationOptions(m.Generation)
+	opt.Talker, opt.Predictor = backend.Sampling(m.Generation)
 	start := time.Now()
 	res, err := lm.Generate(context.Background(), p, opt, out)
 	close(out)

@@ -127,7 +127,13 @@ func Open(dir string, o Options) (*Engine, error) {
 		} else {
 			log.Info("GPU codec unavailable, decoding on the CPU", "reason", err)
 		}
-		e.warmUp()
+		if !e.warmUp() {
+			// The pipeline could not run (no request fits this model without
+			// the caller's input): warm the LM alone.
+			if err := gpuLM.Warmup(); err != nil {
+				log.Info("LM warm-up failed", "reason", err)
+			}
+		}
 	}
 	return e, nil
 }
@@ -148,8 +154,9 @@ func codecSMs(sms int) int {
 // warmUp runs every path a request can take once (both text layouts, greedy
 // and sampling, the codec's first frame and its graphs), so the first request
 // is as fast as the tenth. Only for the GPU: there it costs milliseconds,
-// while on the CPU it would cost seconds of start-up for little gain.
-func (e *Engine) warmUp() {
+// while on the CPU it would cost seconds of start-up for little gain. It
+// reports whether the requests could run.
+func (e *Engine) warmUp() bool {
 	start := time.Now()
 	voice := ""
 	if vs := e.Voices(); len(vs) > 0 {
@@ -165,7 +172,7 @@ func (e *Engine) warmUp() {
 			ch, err := e.Synthesize(context.Background(), req)
 			if err != nil {
 				e.log.Info("warm-up skipped", "reason", err)
-				return
+				return false
 			}
 			for c := range ch {
 				if c.Final && c.Err != nil {
@@ -175,14 +182,17 @@ func (e *Engine) warmUp() {
 		}
 	}
 	e.log.Debug("warm-up done", "took", time.Since(start))
+	return true
 }
 
 // openLM picks the language-model backend. auto prefers the GPU and falls
 // back to the CPU, logging why; cuda insists and says why it cannot run.
+// The GPU LM skips its own warm-up: Open's warmUp runs every path once.
 func openLM(m *model.Model, o Options, log *slog.Logger) (lm backend.LM, gpuNote string, err error) {
+	gpu := cuda.Options{SkipWarmup: true}
 	switch strings.ToLower(o.Backend) {
 	case "", BackendAuto:
-		lm, err := cuda.New(m, cuda.Options{})
+		lm, err := cuda.New(m, gpu)
 		if err == nil {
 			return lm, "", nil
 		}
@@ -193,7 +203,7 @@ func openLM(m *model.Model, o Options, log *slog.Logger) (lm backend.LM, gpuNote
 		lm, err := cpu.New(m, cpu.Options{Threads: o.Threads})
 		return lm, "", err
 	case BackendCUDA:
-		lm, err := cuda.New(m, cuda.Options{})
+		lm, err := cuda.New(m, gpu)
 		if errors.Is(err, cuda.ErrUnavailable) {
 			return nil, "", fmt.Errorf("%w: %v", ErrNoGPU, err)
 		}
@@ -405,8 +415,7 @@ func (e *Engine) prepare(req Request) (backend.Prompt, backend.GenerateOptions, 
 		return backend.Prompt{}, opt, nil, err
 	}
 	g := e.model.Generation
-	opt.Talker = sample.Params{DoSample: g.DoSample, Temperature: g.Temperature, TopK: g.TopK, TopP: g.TopP, RepetitionPenalty: g.RepetitionPenalty}
-	opt.Predictor = sample.Params{DoSample: g.SubtalkerDoSample, Temperature: g.SubtalkerTemperature, TopK: g.SubtalkerTopK, TopP: g.SubtalkerTopP, RepetitionPenalty: 1}
+	opt.Talker, opt.Predictor = backend.Sampling(g)
 	if req.Talker != nil {
 		opt.Talker = *req.Talker
 	}
@@ -415,17 +424,6 @@ func (e *Engine) prepare(req Request) (backend.Prompt, backend.GenerateOptions, 
 	}
 	opt.Seed = req.Seed
 	opt.ExactFrames = req.ExactFrames
-	opt.MaxFrames = FrameCap(len(ids)-8, g.MaxNewTokens)
+	opt.MaxFrames = backend.FrameCap(len(ids)-8, g.MaxNewTokens)
 	return p, opt, pr.RefCodes, nil
-}
-
-// FrameCap is the safety net against a talker that never says EOS: about two
-// seconds of audio per text token plus eight seconds, within max_new_tokens.
-// Real speech needs far less (roughly 3-5 frames per token).
-func FrameCap(textTokens, maxNewTokens int) int {
-	c := 100 + 25*max(textTokens, 1)
-	if maxNewTokens > 1 && c > maxNewTokens-1 {
-		c = maxNewTokens - 1
-	}
-	return c
 }

@@ -22,8 +22,8 @@ func vivianPrompt(t *testing.T) (*LM, backend.Prompt) {
 	golden.Require(t)
 	c := golden.OpenCase(t, "cv_zh_vivian_stream")
 	lm := goldenLM(t, c.Checkpoint)
-	return lm, backend.Prompt{Prefill: rowsOf(c.F32("prefill_embeds"), lm.hidden),
-		Trailing: rowsOf(c.F32("trailing_text_hidden"), lm.hidden), TTSPad: c.F32("tts_pad_embed")}
+	return lm, backend.Prompt{Prefill: rowsOf(c.F32("prefill_embeds"), lm.spec.Hidden),
+		Trailing: rowsOf(c.F32("trailing_text_hidden"), lm.spec.Hidden), TTSPad: c.F32("tts_pad_embed")}
 }
 
 func officialSampling() backend.GenerateOptions {
@@ -139,7 +139,7 @@ func TestStopping(t *testing.T) {
 	// Teacher-force EOS as group 0 of frame 2.
 	opt := greedyOptions(0)
 	opt.TeacherCodes = append([]backend.Codes(nil), greedy.codes[:3]...)
-	opt.TeacherCodes[2][0] = int32(lm.eos)
+	opt.TeacherCodes[2][0] = int32(lm.spec.EOS)
 	run := runLM(t, lm, p, opt)
 	if run.res.Stop != backend.StopEOS || len(run.codes) != 2 {
 		t.Errorf("EOS at frame 2: stop %s, %d frames; want eos, 2", run.res.Stop, len(run.codes))
@@ -162,7 +162,7 @@ func TestStopping(t *testing.T) {
 	// With ExactFrames, a teacher-forced EOS does not stop the utterance.
 	opt = greedyOptions(3)
 	opt.TeacherCodes = []backend.Codes{greedy.codes[0], greedy.codes[1]}
-	opt.TeacherCodes[1][0] = int32(lm.eos)
+	opt.TeacherCodes[1][0] = int32(lm.spec.EOS)
 	run = runLM(t, lm, p, opt)
 	if run.res.Stop != backend.StopExact || len(run.codes) != 3 {
 		t.Errorf("ExactFrames 3 with EOS: stop %s, %d frames; want exact, 3", run.res.Stop, len(run.codes))
@@ -171,7 +171,7 @@ func TestStopping(t *testing.T) {
 
 func TestBadInputIsAnError(t *testing.T) {
 	lm, p := vivianPrompt(t)
-	H := lm.hidden
+	H := lm.spec.Hidden
 	nan := make([]float32, H)
 	nan[3] = float32(math.NaN())
 	badTeacher := backend.Codes{}
@@ -218,8 +218,8 @@ func TestPureGoEngineMatchesGolden(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := backend.Prompt{Prefill: rowsOf(c.F32("prefill_embeds"), lm.hidden),
-			Trailing: rowsOf(c.F32("trailing_text_hidden"), lm.hidden), TTSPad: c.F32("tts_pad_embed")}
+		p := backend.Prompt{Prefill: rowsOf(c.F32("prefill_embeds"), lm.spec.Hidden),
+			Trailing: rowsOf(c.F32("trailing_text_hidden"), lm.spec.Hidden), TTSPad: c.F32("tts_pad_embed")}
 		want := codesOf(c.I64("codes"))
 		run := runLM(t, lm, p, greedyOptions(len(want)))
 		t.Logf("pure Go %s", compareRun(t, c, run, "", 1e-4))

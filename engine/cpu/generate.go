@@ -26,7 +26,7 @@ func (lm *LM) Generate(ctx context.Context, p backend.Prompt, opt backend.Genera
 	if out == nil {
 		return res, errors.New("cpu: Generate needs an output channel")
 	}
-	if err := lm.validate(p, opt); err != nil {
+	if err := lm.spec.Validate(p, opt); err != nil {
 		return res, err
 	}
 	cancelled := func(err error) (backend.Result, error) {
@@ -34,13 +34,9 @@ func (lm *LM) Generate(ctx context.Context, p backend.Prompt, opt backend.Genera
 		return res, err
 	}
 	exact := opt.ExactFrames > 0
-	capFrames := opt.MaxFrames
-	if capFrames == 0 {
-		capFrames = lm.defaultCap
-	}
-	capFrames = min(capFrames, lm.maxPositions-len(p.Prefill))
+	capFrames := lm.spec.FrameLimit(opt, len(p.Prefill))
 
-	N, H := len(p.Prefill), lm.hidden
+	N, H := len(p.Prefill), lm.spec.Hidden
 	res.PrefillRows = N
 	lm.steps.Talker, lm.steps.Predictor = lm.steps.Talker[:0], lm.steps.Predictor[:0]
 	lm.history.Reset()
@@ -55,11 +51,11 @@ func (lm *LM) Generate(ctx context.Context, p backend.Prompt, opt backend.Genera
 		return cancelled(err)
 	}
 	h := make([]float32, H)
-	logits := make([]float32, lm.vocab)
+	logits := make([]float32, lm.spec.Vocab)
 	lm.talkerHead(x[(N-1)*H:], h, logits)
 	res.Prefill = time.Since(start)
 
-	scratch := make([]float32, lm.vocab)
+	scratch := make([]float32, lm.spec.Vocab)
 	e := make([]float32, H)
 	last := time.Now()
 	for s := 0; ; s++ {
@@ -85,7 +81,7 @@ func (lm *LM) Generate(ctx context.Context, p backend.Prompt, opt backend.Genera
 			}
 			codes[0] = int32(g0)
 		}
-		if int(codes[0]) == lm.eos && !exact {
+		if int(codes[0]) == lm.spec.EOS && !exact {
 			res.Stop = backend.StopEOS
 			return res, nil
 		}
@@ -125,7 +121,7 @@ func (lm *LM) Generate(ctx context.Context, p backend.Prompt, opt backend.Genera
 // keeping the normed vector in h (it also feeds the code predictor), and the
 // codec head to get the group-0 logits.
 func (lm *LM) talkerHead(x, h, logits []float32) {
-	rmsNorm(h, x[:lm.hidden], lm.talker.norm, lm.talker.eps)
+	rmsNorm(h, x[:lm.spec.Hidden], lm.talker.norm, lm.talker.eps)
 	lm.k.MatVec(lm.codecHead, nil, h, logits)
 }
 
@@ -136,7 +132,7 @@ func (lm *LM) talkerHead(x, h, logits []float32) {
 func (lm *LM) pickGroup0(logits, scratch []float32, s int, opt backend.GenerateOptions, exact bool) (int, error) {
 	copy(scratch, logits)
 	sample.ApplyRepetitionPenalty(scratch, lm.history, opt.Talker.RepetitionPenalty)
-	lm.rules.Apply(scratch, s, exact)
+	lm.spec.Rules.Apply(scratch, s, exact)
 	return lm.sampler.Pick(scratch, opt.Talker, sample.Uniform(opt.Seed, s, 0))
 }
 

@@ -173,7 +173,7 @@ func TestGoldenGreedy(t *testing.T) {
 		ran++
 		t.Run(name, func(t *testing.T) {
 			lm := goldenLM(t, c.Checkpoint)
-			H := lm.hidden
+			H := lm.spec.Hidden
 			p := backend.Prompt{Prefill: rowsOf(c.F32("prefill_embeds"), H),
 				Trailing: rowsOf(c.F32("trailing_text_hidden"), H), TTSPad: c.F32("tts_pad_embed")}
 			want := codesOf(c.I64("codes"))
@@ -197,7 +197,7 @@ func TestGoldenBatchItems(t *testing.T) {
 	golden.Require(t)
 	c := golden.OpenCase(t, "cv_batch2_stream")
 	lm := goldenLM(t, c.Checkpoint)
-	H := lm.hidden
+	H := lm.spec.Hidden
 	shape := c.Shape("prefill_embeds")
 	B, L := shape[0], shape[1]
 	prefill := c.F32("prefill_embeds")
@@ -243,7 +243,7 @@ func TestGoldenBF16TeacherForced(t *testing.T) {
 	c := golden.OpenCase(t, "cv_en_ryan_nonstream__bf16")
 	ref := golden.OpenCase(t, "cv_en_ryan_nonstream") // same utterance: its text rows
 	lm := goldenLM(t, c.Checkpoint)
-	H := lm.hidden
+	H := lm.spec.Hidden
 	teacher := codesOf(c.I64("codes"))
 	p := backend.Prompt{Prefill: rowsOf(c.F32("prefill_embeds"), H),
 		Trailing: rowsOf(ref.F32("trailing_text_hidden"), H), TTSPad: ref.F32("tts_pad_embed")}

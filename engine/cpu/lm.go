@@ -23,6 +23,9 @@ const numPredicted = backend.NumGroups - 1
 // Options configure the CPU engine.
 type Options struct {
 	Threads int // matrix-product threads; 0 = GOMAXPROCS
+	// MaxPositions bounds the KV cache (prefill + frames); 0 means
+	// backend.Positions' default. The cache grows as it is used.
+	MaxPositions int
 	// pureGo forces the Go kernels (tests compare them with OpenBLAS).
 	pureGo bool
 }
@@ -33,11 +36,7 @@ type LM struct {
 	k       linalg.Kernels
 	threads int
 
-	hidden, vocab, cpVocab int
-	rules                  sample.TalkerRules
-	eos                    int
-	defaultCap             int // frames when neither MaxFrames nor ExactFrames is set
-	maxPositions           int
+	spec backend.Spec // limits, group-0 rules and the default frame cap
 
 	talker     *stack
 	codecEmb   *linalg.Matrix // talker codec embedding C, [vocab, H]
@@ -67,36 +66,26 @@ func New(m *model.Model, opt Options) (*LM, error) {
 	if m == nil || m.Config == nil || m.LM == nil {
 		return nil, errors.New("cpu: no model loaded")
 	}
-	t := m.Config.Talker
-	if t.CodePredictor.VocabSize <= 0 || t.VocabSize <= t.CodecEosID || t.CodecEosID < 0 {
-		return nil, fmt.Errorf("cpu: %s: codec vocabulary %d does not hold EOS %d", m.Dir, t.VocabSize, t.CodecEosID)
+	spec, err := backend.NewSpec(m, opt.MaxPositions)
+	if err != nil {
+		return nil, fmt.Errorf("cpu: %w", err)
 	}
 	threads := opt.Threads
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}
-	lm := &LM{threads: threads, hidden: t.HiddenSize, vocab: t.VocabSize, cpVocab: t.CodePredictor.VocabSize,
-		eos: t.CodecEosID, maxPositions: t.MaxPositionEmbeddings}
+	lm := &LM{threads: threads, spec: spec}
 	if opt.pureGo {
 		lm.k = linalg.NewGo(threads)
 	} else {
 		lm.k = linalg.New(threads)
-	}
-	// Official processors: suppress [vocab-1024, vocab) except EOS; min_new_tokens 2.
-	lm.rules = sample.TalkerRules{SuppressFrom: t.VocabSize - 1024, SuppressTo: t.VocabSize, EOS: t.CodecEosID, MinNewTokens: 2}
-	lm.defaultCap = m.Generation.MaxNewTokens - 1 // the last sampled token never gets a frame
-	if lm.defaultCap <= 0 {
-		lm.defaultCap = model.DefaultGenerationConfig().MaxNewTokens - 1
-	}
-	if lm.maxPositions <= 0 {
-		lm.maxPositions = 32768
 	}
 	if err := lm.loadWeights(m); err != nil {
 		return nil, err
 	}
 	lm.talkerCache = newKVCache(len(lm.talker.layers))
 	lm.cpCache = newKVCache(len(lm.cp.layers))
-	lm.history = sample.NewHistory(lm.vocab)
+	lm.history = sample.NewHistory(spec.Vocab)
 	return lm, nil
 }
 
@@ -127,7 +116,3 @@ var (
 	ErrBadPrompt  = backend.ErrBadPrompt
 	ErrBadOptions = backend.ErrBadOptions
 )
-
-func (lm *LM) validate(p backend.Prompt, opt backend.GenerateOptions) error {
-	return backend.Validate(p, opt, backend.Limits{Hidden: lm.hidden, Positions: lm.maxPositions, Vocab: lm.vocab, PredictorVocab: lm.cpVocab})
-}

@@ -22,7 +22,7 @@ func (lm *LM) predict(ctx context.Context, h []float32, codes *backend.Codes, s 
 	lm.project(x[D:], lm.codecEmb.Row(int(codes[0])))
 	n := 2
 	normed := make([]float32, D)
-	logits := make([]float32, lm.cpVocab)
+	logits := make([]float32, lm.spec.PredictorVocab)
 	teacher := s < len(opt.TeacherCodes)
 	for g := 1; g < backend.NumGroups; g++ {
 		if err := cp.forward(ctx, lm.k, x, n, lm.cpCache, &lm.cpWS); err != nil {

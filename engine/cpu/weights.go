@@ -105,20 +105,19 @@ func (l *loader) stack(prefix string, d stackDims) *stack {
 		eps: float32(d.eps), rope: newRope(d.headDim, d.theta)}
 	qd, kvd := d.heads*d.headDim, d.kvHeads*d.headDim
 	for i := 0; i < d.layers; i++ {
-		p := fmt.Sprintf("%slayers.%d.", prefix, i)
+		p := model.LayerPrefix(prefix, i)
 		s.layers = append(s.layers, layer{
-			inNorm:   l.vec(p+"input_layernorm.weight", d.hidden),
-			postNorm: l.vec(p+"post_attention_layernorm.weight", d.hidden),
-			qkv: l.fused(d.hidden, []string{p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight", p + "self_attn.v_proj.weight"},
-				[]int{qd, kvd, kvd}),
-			o:      l.mat(p+"self_attn.o_proj.weight", d.hidden, qd),
-			qNorm:  l.vec(p+"self_attn.q_norm.weight", d.headDim),
-			kNorm:  l.vec(p+"self_attn.k_norm.weight", d.headDim),
-			gateUp: l.fused(d.hidden, []string{p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"}, []int{d.inter, d.inter}),
-			down:   l.mat(p+"mlp.down_proj.weight", d.hidden, d.inter),
+			inNorm:   l.vec(p+model.LayerInputNorm, d.hidden),
+			postNorm: l.vec(p+model.LayerPostNorm, d.hidden),
+			qkv:      l.fused(d.hidden, []string{p + model.LayerQ, p + model.LayerK, p + model.LayerV}, []int{qd, kvd, kvd}),
+			o:        l.mat(p+model.LayerO, d.hidden, qd),
+			qNorm:    l.vec(p+model.LayerQNorm, d.headDim),
+			kNorm:    l.vec(p+model.LayerKNorm, d.headDim),
+			gateUp:   l.fused(d.hidden, []string{p + model.LayerGate, p + model.LayerUp}, []int{d.inter, d.inter}),
+			down:     l.mat(p+model.LayerDown, d.hidden, d.inter),
 		})
 	}
-	s.norm = l.vec(prefix+"norm.weight", d.hidden)
+	s.norm = l.vec(model.StackNorm(prefix), d.hidden)
 	return s
 }
 
@@ -129,21 +128,21 @@ func (lm *LM) loadWeights(m *model.Model) error {
 	t := m.Config.Talker
 	cp := t.CodePredictor
 	l := &loader{f: m.LM, threads: lm.threads}
-	lm.talker = l.stack("talker.model.", stackDims{hidden: t.HiddenSize, inter: t.IntermediateSize, layers: t.NumHiddenLayers,
+	lm.talker = l.stack(model.TalkerStack, stackDims{hidden: t.HiddenSize, inter: t.IntermediateSize, layers: t.NumHiddenLayers,
 		heads: t.NumAttentionHeads, kvHeads: t.NumKeyValueHeads, headDim: t.HeadDim, eps: t.RMSNormEps, theta: t.RopeTheta})
-	lm.codecEmb = l.mat("talker.model.codec_embedding.weight", t.VocabSize, t.HiddenSize)
-	lm.codecHead = l.mat("talker.codec_head.weight", t.VocabSize, t.HiddenSize)
-	lm.cp = l.stack("talker.code_predictor.model.", stackDims{hidden: cp.HiddenSize, inter: cp.IntermediateSize,
+	lm.codecEmb = l.mat(model.TensorCodecEmbedding, t.VocabSize, t.HiddenSize)
+	lm.codecHead = l.mat(model.TensorCodecHead, t.VocabSize, t.HiddenSize)
+	lm.cp = l.stack(model.PredictorStack, stackDims{hidden: cp.HiddenSize, inter: cp.IntermediateSize,
 		layers: cp.NumHiddenLayers, heads: cp.NumAttentionHeads, kvHeads: cp.NumKeyValueHeads, headDim: cp.HeadDim,
 		eps: cp.RMSNormEps, theta: cp.RopeTheta})
 	for g := 0; g < numPredicted; g++ {
-		lm.cpEmb[g] = l.mat(fmt.Sprintf("talker.code_predictor.model.codec_embedding.%d.weight", g), cp.VocabSize, t.HiddenSize)
-		lm.lmHead[g] = l.mat(fmt.Sprintf("talker.code_predictor.lm_head.%d.weight", g), cp.VocabSize, cp.HiddenSize)
+		lm.cpEmb[g] = l.mat(model.PredictorEmbedding(g), cp.VocabSize, t.HiddenSize)
+		lm.lmHead[g] = l.mat(model.PredictorHead(g), cp.VocabSize, cp.HiddenSize)
 	}
 	if cp.HiddenSize != t.HiddenSize {
 		// 1.7B layout: talker-width rows enter the predictor through a Linear.
-		lm.cpProj = l.mat("talker.code_predictor.small_to_mtp_projection.weight", cp.HiddenSize, t.HiddenSize)
-		lm.cpProjBias = l.vec("talker.code_predictor.small_to_mtp_projection.bias", cp.HiddenSize)
+		lm.cpProj = l.mat(model.TensorMTPProj, cp.HiddenSize, t.HiddenSize)
+		lm.cpProjBias = l.vec(model.TensorMTPProjBias, cp.HiddenSize)
 	}
 	return l.err
 }

@@ -37,7 +37,7 @@ func (lm *LM) Bench(p backend.Prompt, talker, predictor sample.Params, kind Benc
 	if iters <= 0 {
 		return nil, fmt.Errorf("cuda: bench needs iters > 0, got %d", iters)
 	}
-	if err := lm.validate(p, backend.GenerateOptions{Talker: talker, Predictor: predictor}); err != nil {
+	if err := lm.spec.Validate(p, backend.GenerateOptions{Talker: talker, Predictor: predictor}); err != nil {
 		return nil, err
 	}
 	runtime.LockOSThread()
@@ -46,9 +46,9 @@ func (lm *LM) Bench(p backend.Prompt, talker, predictor sample.Params, kind Benc
 	if C.c_set_sampling(lm.e, &ts, &ps, 1, 1) != 0 {
 		return nil, lastError("sampling")
 	}
-	rows := flatten(p.Prefill, lm.hidden)
+	rows := flatten(p.Prefill, lm.spec.Hidden)
 	var trailPtr *C.float
-	trail := flatten(p.Trailing, lm.hidden)
+	trail := flatten(p.Trailing, lm.spec.Hidden)
 	if len(trail) > 0 {
 		trailPtr = (*C.float)(unsafe.Pointer(&trail[0]))
 	}

@@ -25,9 +25,11 @@ import (
 type Options struct {
 	Device int // CUDA device index
 	// MaxPositions is the talker KV-cache length (prefill + frames); 0 means
-	// min(max_position_embeddings, 8192). 112 KiB of GPU memory per position.
+	// backend.Positions' default. 112 KiB of GPU memory per position.
 	MaxPositions int
-	// SkipWarmup leaves out the load-time warm-up (tests that time the first call).
+	// SkipWarmup leaves out the load-time warm-up: for tests that time the
+	// first call, and for engine.Open, whose warm-up runs the whole pipeline
+	// (the LM's greedy and sampled paths included) once.
 	SkipWarmup bool
 }
 
@@ -45,16 +47,13 @@ type LM struct {
 	mu sync.Mutex
 	// projMu serialises ProjectText; Close takes it after mu, so e is
 	// written only with both held.
-	projMu               sync.Mutex
-	e                    *C.tb_engine
-	device               string
-	hidden, vocab, cpVoc int
-	eos                  int
-	maxPositions         int
-	defaultCap           int
-	grid, threads, smem  int
-	tokensPerPass        int
-	textH                int // text projection width on the GPU; 0: not uploaded
+	projMu              sync.Mutex
+	e                   *C.tb_engine
+	device              string
+	spec                backend.Spec // limits, group-0 rules and the default frame cap
+	grid, threads, smem int
+	tokensPerPass       int
+	textH               int // text projection width on the GPU; 0: not uploaded
 }
 
 // New uploads m's language-model weights (bf16) to the GPU and warms up the
@@ -72,16 +71,9 @@ func NewLM(m *model.Model, opt Options) (*LM, error) {
 	if m == nil || m.Config == nil || m.LM == nil {
 		return nil, errors.New("cuda: no model loaded")
 	}
-	t := m.Config.Talker
-	if t.VocabSize <= t.CodecEosID || t.CodecEosID < 0 || t.VocabSize < 1024 {
-		return nil, fmt.Errorf("cuda: %s: codec vocabulary %d does not fit EOS %d and the control range", m.Dir, t.VocabSize, t.CodecEosID)
-	}
-	maxPos := opt.MaxPositions
-	if maxPos <= 0 {
-		maxPos = min(t.MaxPositionEmbeddings, 8192)
-		if maxPos <= 0 {
-			maxPos = 8192
-		}
+	spec, err := backend.NewSpec(m, opt.MaxPositions)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: %w", err)
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -89,7 +81,7 @@ func NewLM(m *model.Model, opt Options) (*LM, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
-	hw, err := buildWeights(m, maxPos)
+	hw, err := buildWeights(m, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -99,17 +91,12 @@ func NewLM(m *model.Model, opt Options) (*LM, error) {
 	if e == nil {
 		return nil, fmt.Errorf("%s: %w", m.Dir, lastError("create engine"))
 	}
-	lm := &LM{e: e, device: name, hidden: t.HiddenSize, vocab: t.VocabSize, cpVoc: t.CodePredictor.VocabSize,
-		eos: t.CodecEosID, maxPositions: maxPos, textH: textH}
-	lm.defaultCap = m.Generation.MaxNewTokens - 1
-	if lm.defaultCap <= 0 {
-		lm.defaultCap = model.DefaultGenerationConfig().MaxNewTokens - 1
-	}
+	lm := &LM{e: e, device: name, spec: spec, textH: textH}
 	var g, th, sm, mm C.int
 	C.c_geometry(e, &g, &th, &sm, &mm)
 	lm.grid, lm.threads, lm.smem, lm.tokensPerPass = int(g), int(th), int(sm), int(mm)
 	if !opt.SkipWarmup {
-		if err := lm.warmup(); err != nil {
+		if err := lm.Warmup(); err != nil {
 			lm.Close()
 			return nil, fmt.Errorf("cuda: warm-up: %w", err)
 		}
@@ -188,22 +175,23 @@ func (lm *LM) ProjectText(x []float32, rows, textH int) ([]float32, error) {
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	out := make([]float32, rows*lm.hidden)
+	out := make([]float32, rows*lm.spec.Hidden)
 	if C.c_project_text(lm.e, (*C.float)(unsafe.Pointer(&x[0])), C.int(rows), (*C.float)(unsafe.Pointer(&out[0]))) != 0 {
 		return nil, lastError("project text")
 	}
 	return out, nil
 }
 
-// warmup runs a short greedy and a short sampled utterance so the first real
-// request pays no module-load or first-launch costs.
-func (lm *LM) warmup() error {
-	p := syntheticPrompt(lm.hidden, 6, 2, 1)
+// Warmup runs a short greedy and a short sampled utterance (the official
+// sampling defaults) so the first real request pays no module-load or
+// first-launch costs. New runs it unless Options.SkipWarmup is set.
+func (lm *LM) Warmup() error {
+	p := syntheticPrompt(lm.spec.Hidden, 6, 2, 1)
 	out := make(chan backend.Frame, 8)
+	talker, predictor := backend.Sampling(model.DefaultGenerationConfig())
 	for _, o := range []backend.GenerateOptions{
 		{Talker: sample.Greedy(), Predictor: sample.Greedy(), ExactFrames: 2},
-		{Talker: sample.Params{DoSample: true, Temperature: 0.9, TopK: 50, TopP: 1, RepetitionPenalty: 1.05},
-			Predictor: sample.Params{DoSample: true, Temperature: 0.9, TopK: 50, TopP: 1, RepetitionPenalty: 1}, ExactFrames: 2, Seed: 1},
+		{Talker: talker, Predictor: predictor, ExactFrames: 2, Seed: 1},
 	} {
 		if _, err := lm.Generate(context.Background(), p, o, out); err != nil {
 			return err
@@ -236,12 +224,6 @@ func syntheticPrompt(h, rows, trailing int, seed uint64) backend.Prompt {
 		p.Trailing = append(p.Trailing, row())
 	}
 	return p
-}
-
-func (lm *LM) validate(p backend.Prompt, opt backend.GenerateOptions) error {
-	// The last KV position is kept free for the talker step that samples the
-	// final group-0 code, hence one position fewer than the cache holds.
-	return backend.Validate(p, opt, backend.Limits{Hidden: lm.hidden, Positions: lm.maxPositions - 1, Vocab: lm.vocab, PredictorVocab: lm.cpVoc})
 }
 
 // sampleOnce runs the GPU sampler alone on logits, with p as the code
@@ -310,18 +292,14 @@ func (lm *LM) Generate(ctx context.Context, p backend.Prompt, opt backend.Genera
 	if out == nil {
 		return res, errors.New("cuda: Generate needs an output channel")
 	}
-	if err := lm.validate(p, opt); err != nil {
+	if err := lm.spec.Validate(p, opt); err != nil {
 		return res, err
 	}
 	// CUDA's per-thread state and the library's error strings are per OS thread.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	exact := opt.ExactFrames > 0
-	capFrames := opt.MaxFrames
-	if capFrames == 0 {
-		capFrames = lm.defaultCap
-	}
-	capFrames = min(capFrames, lm.maxPositions-len(p.Prefill)-1)
+	capFrames := lm.spec.FrameLimit(opt, len(p.Prefill))
 	limit := capFrames
 	if exact {
 		limit = opt.ExactFrames
@@ -332,11 +310,11 @@ func (lm *LM) Generate(ctx context.Context, p backend.Prompt, opt backend.Genera
 	}
 	res.PrefillRows = len(p.Prefill)
 	start := time.Now()
-	rows := flatten(p.Prefill, lm.hidden)
+	rows := flatten(p.Prefill, lm.spec.Hidden)
 	var trail []float32
 	var trailPtr *C.float
 	if len(p.Trailing) > 0 {
-		trail = flatten(p.Trailing, lm.hidden)
+		trail = flatten(p.Trailing, lm.spec.Hidden)
 		trailPtr = (*C.float)(unsafe.Pointer(&trail[0]))
 	}
 	var g0 C.int32_t
@@ -350,9 +328,9 @@ func (lm *LM) Generate(ctx context.Context, p backend.Prompt, opt backend.Genera
 	var talkerLogits, hidden, cpLogits []float32
 	if opt.OnLogits != nil {
 		depth = 1 // the logits buffers hold one frame
-		talkerLogits = make([]float32, lm.vocab)
-		hidden = make([]float32, lm.hidden)
-		cpLogits = make([]float32, (backend.NumGroups-1)*lm.cpVoc)
+		talkerLogits = make([]float32, lm.spec.Vocab)
+		hidden = make([]float32, lm.spec.Hidden)
+		cpLogits = make([]float32, (backend.NumGroups-1)*lm.spec.PredictorVocab)
 		if err := lm.readLogits(talkerLogits, hidden, nil); err != nil {
 			return res, err
 		}
@@ -393,7 +371,7 @@ func (lm *LM) Generate(ctx context.Context, p backend.Prompt, opt backend.Genera
 		if s < len(opt.TeacherCodes) {
 			c0 = int(opt.TeacherCodes[s][0])
 		}
-		if c0 == lm.eos && !exact {
+		if c0 == lm.spec.EOS && !exact {
 			res.Stop = backend.StopEOS
 			return res, nil
 		}
@@ -434,7 +412,7 @@ func (lm *LM) Generate(ctx context.Context, p backend.Prompt, opt backend.Genera
 				return res, err
 			}
 			for g := 1; g < backend.NumGroups; g++ {
-				opt.OnLogits(backend.LogitsEvent{Frame: s, Group: g, Logits: append([]float32(nil), cpLogits[(g-1)*lm.cpVoc:g*lm.cpVoc]...)})
+				opt.OnLogits(backend.LogitsEvent{Frame: s, Group: g, Logits: append([]float32(nil), cpLogits[(g-1)*lm.spec.PredictorVocab:g*lm.spec.PredictorVocab]...)})
 			}
 		}
 		if !early {

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"unsafe"
 
+	"talkbox/engine/backend"
 	"talkbox/engine/model"
 	"talkbox/engine/safetensors"
 )
@@ -80,16 +81,16 @@ func (h *hostWeights) layers(prefix string, n int) (*C.tb_layer, error) {
 	arr := (*C.tb_layer)(h.calloc(n, int(unsafe.Sizeof(C.tb_layer{}))))
 	ls := unsafe.Slice(arr, n)
 	for l := 0; l < n; l++ {
-		p := fmt.Sprintf("%s%d.", prefix, l)
+		p := model.LayerPrefix(prefix, l)
 		dst := &ls[l]
 		for _, f := range []struct {
 			name string
 			ptr  **C.uint16_t
 		}{
-			{"input_layernorm.weight", &dst.input_norm}, {"post_attention_layernorm.weight", &dst.post_norm},
-			{"self_attn.q_proj.weight", &dst.q}, {"self_attn.k_proj.weight", &dst.k}, {"self_attn.v_proj.weight", &dst.v},
-			{"self_attn.o_proj.weight", &dst.o}, {"self_attn.q_norm.weight", &dst.q_norm}, {"self_attn.k_norm.weight", &dst.k_norm},
-			{"mlp.gate_proj.weight", &dst.gate}, {"mlp.up_proj.weight", &dst.up}, {"mlp.down_proj.weight", &dst.down},
+			{model.LayerInputNorm, &dst.input_norm}, {model.LayerPostNorm, &dst.post_norm},
+			{model.LayerQ, &dst.q}, {model.LayerK, &dst.k}, {model.LayerV, &dst.v},
+			{model.LayerO, &dst.o}, {model.LayerQNorm, &dst.q_norm}, {model.LayerKNorm, &dst.k_norm},
+			{model.LayerGate, &dst.gate}, {model.LayerUp, &dst.up}, {model.LayerDown, &dst.down},
 		} {
 			ptr, err := h.tensor(p + f.name)
 			if err != nil {
@@ -103,7 +104,7 @@ func (h *hostWeights) layers(prefix string, n int) (*C.tb_layer, error) {
 
 // buildWeights describes m's LM tensors for tb_create. The caller must call
 // free once the engine exists (the library copies everything to the GPU).
-func buildWeights(m *model.Model, maxPositions int) (*hostWeights, error) {
+func buildWeights(m *model.Model, spec backend.Spec) (*hostWeights, error) {
 	t := m.Config.Talker
 	cp := t.CodePredictor
 	h := &hostWeights{model: m}
@@ -114,24 +115,24 @@ func buildWeights(m *model.Model, maxPositions int) (*hostWeights, error) {
 	w.predictor = stackDims(cp.HiddenSize, cp.IntermediateSize, cp.NumHiddenLayers, cp.NumAttentionHeads, cp.NumKeyValueHeads,
 		cp.HeadDim, cp.VocabSize, cp.RMSNormEps, cp.RopeTheta)
 	w.num_groups = C.int(t.NumCodeGroups)
-	w.max_positions = C.int(maxPositions)
-	w.codec_eos = C.int(t.CodecEosID)
-	w.suppress_from = C.int(t.VocabSize - 1024)
-	w.min_new_tokens = 2
+	w.max_positions = C.int(spec.Positions)
+	w.codec_eos = C.int(spec.Rules.EOS)
+	w.suppress_from = C.int(spec.Rules.SuppressFrom)
+	w.min_new_tokens = C.int(spec.Rules.MinNewTokens)
 	var err error
 	fail := func(e error) (*hostWeights, error) { h.free(); return nil, e }
-	if w.talker_layers, err = h.layers("talker.model.layers.", t.NumHiddenLayers); err != nil {
+	if w.talker_layers, err = h.layers(model.TalkerStack, t.NumHiddenLayers); err != nil {
 		return fail(err)
 	}
-	if w.predictor_layers, err = h.layers("talker.code_predictor.model.layers.", cp.NumHiddenLayers); err != nil {
+	if w.predictor_layers, err = h.layers(model.PredictorStack, cp.NumHiddenLayers); err != nil {
 		return fail(err)
 	}
 	for _, f := range []struct {
 		name string
 		ptr  **C.uint16_t
 	}{
-		{"talker.model.norm.weight", &w.talker_norm}, {"talker.codec_head.weight", &w.codec_head},
-		{"talker.model.codec_embedding.weight", &w.codec_embedding}, {"talker.code_predictor.model.norm.weight", &w.predictor_norm},
+		{model.StackNorm(model.TalkerStack), &w.talker_norm}, {model.TensorCodecHead, &w.codec_head},
+		{model.TensorCodecEmbedding, &w.codec_embedding}, {model.StackNorm(model.PredictorStack), &w.predictor_norm},
 	} {
 		if *f.ptr, err = h.tensor(f.name); err != nil {
 			return fail(err)
@@ -143,20 +144,20 @@ func buildWeights(m *model.Model, maxPositions int) (*hostWeights, error) {
 	embs := (**C.uint16_t)(h.calloc(n, ptrSize))
 	hs, es := unsafe.Slice(heads, n), unsafe.Slice(embs, n)
 	for g := 0; g < n; g++ {
-		if hs[g], err = h.tensor(fmt.Sprintf("talker.code_predictor.lm_head.%d.weight", g)); err != nil {
+		if hs[g], err = h.tensor(model.PredictorHead(g)); err != nil {
 			return fail(err)
 		}
-		if es[g], err = h.tensor(fmt.Sprintf("talker.code_predictor.model.codec_embedding.%d.weight", g)); err != nil {
+		if es[g], err = h.tensor(model.PredictorEmbedding(g)); err != nil {
 			return fail(err)
 		}
 	}
 	w.predictor_heads = heads
 	w.predictor_embeddings = embs
 	if cp.HiddenSize != t.HiddenSize {
-		if w.mtp_proj_weight, err = h.tensor("talker.code_predictor.small_to_mtp_projection.weight"); err != nil {
+		if w.mtp_proj_weight, err = h.tensor(model.TensorMTPProj); err != nil {
 			return fail(err)
 		}
-		if w.mtp_proj_bias, err = h.tensor("talker.code_predictor.small_to_mtp_projection.bias"); err != nil {
+		if w.mtp_proj_bias, err = h.tensor(model.TensorMTPProjBias); err != nil {
 			return fail(err)
 		}
 	}
@@ -178,8 +179,8 @@ func (h *hostWeights) textProjection(textH int) error {
 		name string
 		ptr  **C.uint16_t
 	}{
-		{"talker.text_projection.linear_fc1.weight", &w.text_fc1}, {"talker.text_projection.linear_fc1.bias", &w.text_fc1_bias},
-		{"talker.text_projection.linear_fc2.weight", &w.text_fc2}, {"talker.text_projection.linear_fc2.bias", &w.text_fc2_bias},
+		{model.TensorTextFC1, &w.text_fc1}, {model.TensorTextFC1Bias, &w.text_fc1_bias},
+		{model.TensorTextFC2, &w.text_fc2}, {model.TensorTextFC2Bias, &w.text_fc2_bias},
 	}
 	for _, p := range parts {
 		if info, ok := h.model.LM.Info(p.name); !ok || info.DType != safetensors.BF16 || textH <= 0 {

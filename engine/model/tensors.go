@@ -19,19 +19,69 @@ var ErrIncompleteCheckpoint = errors.New("incomplete checkpoint")
 
 func spec(name string, shape ...int) TensorSpec { return TensorSpec{Name: name, Shape: shape} }
 
+// The language model's tensor names. The checks below, both backends'
+// loaders (engine/cpu, engine/cuda) and the prompt builder read them here.
+const (
+	// TalkerStack and PredictorStack prefix the two decoder stacks' tensors
+	// (LayerPrefix, StackNorm).
+	TalkerStack    = "talker.model."
+	PredictorStack = "talker.code_predictor.model."
+
+	TensorTextEmbedding  = "talker.model.text_embedding.weight"
+	TensorTextFC1        = "talker.text_projection.linear_fc1.weight"
+	TensorTextFC1Bias    = "talker.text_projection.linear_fc1.bias"
+	TensorTextFC2        = "talker.text_projection.linear_fc2.weight"
+	TensorTextFC2Bias    = "talker.text_projection.linear_fc2.bias"
+	TensorCodecEmbedding = "talker.model.codec_embedding.weight" // talker codec embedding C, [vocab, H]
+	TensorCodecHead      = "talker.codec_head.weight"            // group-0 head, [vocab, H]
+	// TensorMTPProj and TensorMTPProjBias exist when the predictor is
+	// narrower than the talker (1.7B): talker-width rows enter it through them.
+	TensorMTPProj     = "talker.code_predictor.small_to_mtp_projection.weight"
+	TensorMTPProjBias = "talker.code_predictor.small_to_mtp_projection.bias"
+)
+
+// Tensor names inside one Qwen3 decoder layer, after LayerPrefix.
+const (
+	LayerInputNorm = "input_layernorm.weight"
+	LayerPostNorm  = "post_attention_layernorm.weight"
+	LayerQ         = "self_attn.q_proj.weight"
+	LayerK         = "self_attn.k_proj.weight"
+	LayerV         = "self_attn.v_proj.weight"
+	LayerO         = "self_attn.o_proj.weight"
+	LayerQNorm     = "self_attn.q_norm.weight"
+	LayerKNorm     = "self_attn.k_norm.weight"
+	LayerGate      = "mlp.gate_proj.weight"
+	LayerUp        = "mlp.up_proj.weight"
+	LayerDown      = "mlp.down_proj.weight"
+)
+
+// LayerPrefix is the name prefix of layer l of a stack (TalkerStack or PredictorStack).
+func LayerPrefix(stack string, l int) string { return fmt.Sprintf("%slayers.%d.", stack, l) }
+
+// StackNorm is a stack's final RMSNorm weight.
+func StackNorm(stack string) string { return stack + "norm.weight" }
+
+// PredictorEmbedding is the code predictor's embedding of group g+1 (g = 0..14), [predictor vocab, H].
+func PredictorEmbedding(g int) string {
+	return fmt.Sprintf("%scodec_embedding.%d.weight", PredictorStack, g)
+}
+
+// PredictorHead is the code predictor's head of group g+1 (g = 0..14), [predictor vocab, predictor hidden].
+func PredictorHead(g int) string { return fmt.Sprintf("talker.code_predictor.lm_head.%d.weight", g) }
+
 func qwen3Layer(prefix string, hidden, inter, heads, kvHeads, headDim int) []TensorSpec {
 	return []TensorSpec{
-		spec(prefix+"input_layernorm.weight", hidden),
-		spec(prefix+"post_attention_layernorm.weight", hidden),
-		spec(prefix+"self_attn.q_proj.weight", heads*headDim, hidden),
-		spec(prefix+"self_attn.k_proj.weight", kvHeads*headDim, hidden),
-		spec(prefix+"self_attn.v_proj.weight", kvHeads*headDim, hidden),
-		spec(prefix+"self_attn.o_proj.weight", hidden, heads*headDim),
-		spec(prefix+"self_attn.q_norm.weight", headDim),
-		spec(prefix+"self_attn.k_norm.weight", headDim),
-		spec(prefix+"mlp.gate_proj.weight", inter, hidden),
-		spec(prefix+"mlp.up_proj.weight", inter, hidden),
-		spec(prefix+"mlp.down_proj.weight", hidden, inter),
+		spec(prefix+LayerInputNorm, hidden),
+		spec(prefix+LayerPostNorm, hidden),
+		spec(prefix+LayerQ, heads*headDim, hidden),
+		spec(prefix+LayerK, kvHeads*headDim, hidden),
+		spec(prefix+LayerV, kvHeads*headDim, hidden),
+		spec(prefix+LayerO, hidden, heads*headDim),
+		spec(prefix+LayerQNorm, headDim),
+		spec(prefix+LayerKNorm, headDim),
+		spec(prefix+LayerGate, inter, hidden),
+		spec(prefix+LayerUp, inter, hidden),
+		spec(prefix+LayerDown, hidden, inter),
 	}
 }
 
@@ -42,31 +92,27 @@ func LMTensors(c *Config) []TensorSpec {
 	cp := t.CodePredictor
 	H := t.HiddenSize
 	out := []TensorSpec{
-		spec("talker.model.text_embedding.weight", t.TextVocabSize, t.TextHiddenSize),
-		spec("talker.text_projection.linear_fc1.weight", t.TextHiddenSize, t.TextHiddenSize),
-		spec("talker.text_projection.linear_fc1.bias", t.TextHiddenSize),
-		spec("talker.text_projection.linear_fc2.weight", H, t.TextHiddenSize),
-		spec("talker.text_projection.linear_fc2.bias", H),
-		spec("talker.model.codec_embedding.weight", t.VocabSize, H),
-		spec("talker.model.norm.weight", H),
-		spec("talker.codec_head.weight", t.VocabSize, H),
-		spec("talker.code_predictor.model.norm.weight", cp.HiddenSize),
+		spec(TensorTextEmbedding, t.TextVocabSize, t.TextHiddenSize),
+		spec(TensorTextFC1, t.TextHiddenSize, t.TextHiddenSize),
+		spec(TensorTextFC1Bias, t.TextHiddenSize),
+		spec(TensorTextFC2, H, t.TextHiddenSize),
+		spec(TensorTextFC2Bias, H),
+		spec(TensorCodecEmbedding, t.VocabSize, H),
+		spec(StackNorm(TalkerStack), H),
+		spec(TensorCodecHead, t.VocabSize, H),
+		spec(StackNorm(PredictorStack), cp.HiddenSize),
 	}
 	for l := 0; l < t.NumHiddenLayers; l++ {
-		out = append(out, qwen3Layer(fmt.Sprintf("talker.model.layers.%d.", l), H, t.IntermediateSize, t.NumAttentionHeads, t.NumKeyValueHeads, t.HeadDim)...)
+		out = append(out, qwen3Layer(LayerPrefix(TalkerStack, l), H, t.IntermediateSize, t.NumAttentionHeads, t.NumKeyValueHeads, t.HeadDim)...)
 	}
 	for l := 0; l < cp.NumHiddenLayers; l++ {
-		out = append(out, qwen3Layer(fmt.Sprintf("talker.code_predictor.model.layers.%d.", l), cp.HiddenSize, cp.IntermediateSize, cp.NumAttentionHeads, cp.NumKeyValueHeads, cp.HeadDim)...)
+		out = append(out, qwen3Layer(LayerPrefix(PredictorStack, l), cp.HiddenSize, cp.IntermediateSize, cp.NumAttentionHeads, cp.NumKeyValueHeads, cp.HeadDim)...)
 	}
 	for g := 0; g < t.NumCodeGroups-1; g++ {
-		out = append(out,
-			spec(fmt.Sprintf("talker.code_predictor.model.codec_embedding.%d.weight", g), cp.VocabSize, H),
-			spec(fmt.Sprintf("talker.code_predictor.lm_head.%d.weight", g), cp.VocabSize, cp.HiddenSize))
+		out = append(out, spec(PredictorEmbedding(g), cp.VocabSize, H), spec(PredictorHead(g), cp.VocabSize, cp.HiddenSize))
 	}
 	if cp.HiddenSize != H {
-		out = append(out,
-			spec("talker.code_predictor.small_to_mtp_projection.weight", cp.HiddenSize, H),
-			spec("talker.code_predictor.small_to_mtp_projection.bias", cp.HiddenSize))
+		out = append(out, spec(TensorMTPProj, cp.HiddenSize, H), spec(TensorMTPProjBias, cp.HiddenSize))
 	}
 	if c.TTSModelType == TypeBase && c.SpeakerEncoder != nil {
 		out = append(out, SpeakerEncoderTensors(c.SpeakerEncoder)...)

@@ -61,26 +61,26 @@ func New(m *model.Model) (*Builder, error) {
 	H, th := tc.HiddenSize, tc.TextHiddenSize
 	b := &Builder{cfg: cfg, proj: projector{textH: th, h: H, k: newKernels()}}
 	var err error
-	if b.proj.emb, err = openTable(m.LM, "talker.model.text_embedding.weight", tc.TextVocabSize, th); err != nil {
+	if b.proj.emb, err = openTable(m.LM, model.TensorTextEmbedding, tc.TextVocabSize, th); err != nil {
 		return nil, err
 	}
-	if b.proj.fc1, err = readMatrix(m.LM, "talker.text_projection.linear_fc1.weight", th, th); err != nil {
+	if b.proj.fc1, err = readMatrix(m.LM, model.TensorTextFC1, th, th); err != nil {
 		return nil, err
 	}
-	if b.proj.b1, err = readVector(m.LM, "talker.text_projection.linear_fc1.bias", th); err != nil {
+	if b.proj.b1, err = readVector(m.LM, model.TensorTextFC1Bias, th); err != nil {
 		return nil, err
 	}
-	if b.proj.fc2, err = readMatrix(m.LM, "talker.text_projection.linear_fc2.weight", H, th); err != nil {
+	if b.proj.fc2, err = readMatrix(m.LM, model.TensorTextFC2, H, th); err != nil {
 		return nil, err
 	}
-	if b.proj.b2, err = readVector(m.LM, "talker.text_projection.linear_fc2.bias", H); err != nil {
+	if b.proj.b2, err = readVector(m.LM, model.TensorTextFC2Bias, H); err != nil {
 		return nil, err
 	}
-	if b.codec, err = openTable(m.LM, "talker.model.codec_embedding.weight", tc.VocabSize, H); err != nil {
+	if b.codec, err = openTable(m.LM, model.TensorCodecEmbedding, tc.VocabSize, H); err != nil {
 		return nil, err
 	}
 	for g := 0; g < tc.NumCodeGroups-1; g++ {
-		t, err := openTable(m.LM, fmt.Sprintf("talker.code_predictor.model.codec_embedding.%d.weight", g), tc.CodePredictor.VocabSize, H)
+		t, err := openTable(m.LM, model.PredictorEmbedding(g), tc.CodePredictor.VocabSize, H)
 		if err != nil {
 			return nil, err
 		}
