@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"talkbox/engine/backend"
+	"talkbox/engine/backendtest"
 	"talkbox/engine/golden"
 	"talkbox/engine/model"
 	"talkbox/engine/safetensors"
@@ -25,14 +26,27 @@ func randomCodes(r *rand.Rand, n, size int) []backend.Codes {
 	return out
 }
 
-// TestStreamingEqualsFullPass pushes the same frames in random splits (seeded)
-// and requires the concatenated output to equal one decoder pass. 100 frames
-// cross the 72-frame attention window, so the K/V trimming and the RoPE
-// positions carried between pushes are exercised.
+// TestBackendSuite: the codec contract (golden waveforms at waveTol, pushes
+// of any sizes equal to one push at 1e-5, bad codes, several streams).
+func TestBackendSuite(t *testing.T) {
+	backendtest.CodecSuite{
+		Open: func(t *testing.T, dir string) backend.Codec { return goldenDecoder(t, dir) },
+		Checkpoints: []string{"qwen3-tts-tiny-customvoice", "qwen3-tts-tiny-base", "qwen3-tts-tiny-customvoice-1b7",
+			"qwen3-tts-tiny-voicedesign-1b7"},
+		WaveTol:  waveTol,
+		SplitTol: 1e-5,
+		BadCode:  ErrBadCode,
+		MinCases: 10,
+	}.Run(t)
+}
+
+// TestStreamingEqualsFullPass: a stream pushed frame by frame equals one
+// decoder pass over all frames. 100 frames cross the 72-frame attention
+// window, so the K/V trimming and the RoPE positions carried between pushes
+// are exercised.
 func TestStreamingEqualsFullPass(t *testing.T) {
 	d := goldenDecoder(t, golden.Checkpoint(t, "qwen3-tts-tiny-customvoice"))
-	r := rand.New(rand.NewPCG(2024, 7))
-	codes := randomCodes(r, 100, d.cfg.CodebookSize)
+	codes := randomCodes(newRand(2024), 100, d.cfg.CodebookSize)
 	full, err := d.DecodeFull(codes)
 	if err != nil {
 		t.Fatal(err)
@@ -40,45 +54,14 @@ func TestStreamingEqualsFullPass(t *testing.T) {
 	if len(full) != len(codes)*d.SamplesPerFrame() {
 		t.Fatalf("full pass gave %d samples, want %d", len(full), len(codes)*d.SamplesPerFrame())
 	}
-	for trial := 0; trial < 4; trial++ {
-		cs, err := d.NewStream()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []float32
-		var sizes []int
-		for i := 0; i < len(codes); {
-			n := r.IntN(12) // 0 is allowed: an empty push must be harmless
-			if trial == 0 {
-				n = 1 // frame by frame, the real-time case
-			}
-			n = min(n, len(codes)-i)
-			w, err := cs.Push(codes[i : i+n])
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(w) != n*d.SamplesPerFrame() {
-				t.Fatalf("push of %d frames gave %d samples", n, len(w))
-			}
-			got = append(got, w...)
-			sizes = append(sizes, n)
-			i += n
-		}
-		diff := golden.MaxAbsDiff(got, full)
-		if diff > 1e-5 {
-			t.Errorf("split %v: max abs diff %.3g vs the full pass", sizes, diff)
-		}
-		t.Logf("trial %d: %d pushes, max abs diff %.3g", trial, len(sizes), diff)
-		if err := cs.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := cs.Push(codes[:1]); !errors.Is(err, ErrClosed) {
-			t.Errorf("push after close: %v, want ErrClosed", err)
-		}
+	got := backendtest.Decode(t, d, codes, 1)
+	if diff := golden.MaxAbsDiff(got, full); diff > 1e-5 {
+		t.Errorf("frame by frame: max abs diff %.3g vs the full pass", diff)
 	}
 }
 
-// TestBadCodes: out-of-range codes and empty input are errors, never panics.
+// TestBadCodes: out-of-range codes and empty input are errors of the
+// one-shot decodes too, never panics (the suite covers streams).
 func TestBadCodes(t *testing.T) {
 	d := goldenDecoder(t, golden.Checkpoint(t, "qwen3-tts-tiny-customvoice"))
 	good := backend.Codes{}
@@ -88,10 +71,6 @@ func TestBadCodes(t *testing.T) {
 		frames := []backend.Codes{good, fr}
 		if _, err := d.DecodeOfficial(frames); !errors.Is(err, ErrBadCode) || !strings.Contains(err.Error(), "frame 1 group 7") {
 			t.Errorf("code %d: DecodeOfficial error %v, want ErrBadCode naming frame 1 group 7", bad, err)
-		}
-		s, _ := d.NewStream()
-		if _, err := s.Push(frames); !errors.Is(err, ErrBadCode) {
-			t.Errorf("code %d: Push error %v, want ErrBadCode", bad, err)
 		}
 	}
 	if _, err := d.DecodeOfficial(nil); !errors.Is(err, ErrNoFrames) {

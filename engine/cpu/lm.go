@@ -94,6 +94,9 @@ func (lm *LM) Device() string {
 	return fmt.Sprintf("CPU (%d threads, %s)", lm.threads, lm.k.Name())
 }
 
+// Spec is the checkpoint's limits and rules the LM runs with.
+func (lm *LM) Spec() backend.Spec { return lm.spec }
+
 // Close releases the weights.
 func (lm *LM) Close() error {
 	lm.mu.Lock()

@@ -104,6 +104,9 @@ func NewLM(m *model.Model, opt Options) (*LM, error) {
 	return lm, nil
 }
 
+// Spec is the checkpoint's limits and rules the LM runs with.
+func (lm *LM) Spec() backend.Spec { return lm.spec }
+
 // Device names the GPU.
 func (lm *LM) Device() string { return lm.device }
 

@@ -4,12 +4,12 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 
 	"talkbox/engine/backend"
+	"talkbox/engine/backendtest"
 	"talkbox/engine/codec"
 	"talkbox/engine/golden"
 	"talkbox/engine/model"
@@ -84,22 +84,6 @@ func tinyDecoder(t *testing.T, dir string) *codec.Decoder {
 	return d
 }
 
-func caseCodes(t *testing.T, c *golden.Case, name string) []backend.Codes {
-	t.Helper()
-	sh := c.Shape(name)
-	if len(sh) != 2 || sh[1] != backend.NumGroups {
-		t.Fatalf("%s/%s: shape %v, want [T,16]", c.Name, name, sh)
-	}
-	raw := c.I64(name)
-	out := make([]backend.Codes, sh[0])
-	for i := range out {
-		for g := range out[i] {
-			out[i][g] = int32(raw[i*backend.NumGroups+g])
-		}
-	}
-	return out
-}
-
 func decodeAll(t *testing.T, c backend.Codec, frames []backend.Codes, pushSize int) []float32 {
 	t.Helper()
 	s, err := c.NewStream()
@@ -133,135 +117,72 @@ func maxAbsDiff(a, b []float32) float64 {
 	return m
 }
 
-// TestGoldenCodes decodes every golden case's codes (ICL cases: ref_code then
-// codes) on the GPU in one push and compares with the CPU streaming decoder,
-// and for decodes of at most 300 frames (where the official chunked decode is
-// one pass) with the official waveform. The 330-frame case is also pushed
-// frame by frame, the real-time path.
-func TestGoldenCodes(t *testing.T) {
-	requireGPU(t)
-	dir := golden.Require(t)
-	m := golden.LoadManifest(t)
-	gpus := map[string]*Codec{}
-	defer func() {
-		for _, g := range gpus {
-			g.Close()
-		}
-	}()
-	compared := 0
-	for _, name := range golden.CaseNames(t) {
-		if _, err := os.Stat(filepath.Join(dir, m.Cases[name].File)); err != nil {
-			t.Logf("%s: case file not present, skipped", name)
-			continue
-		}
-		c := golden.OpenCase(t, name)
-		type pair struct{ codes, wav string }
-		var pairs []pair
-		switch {
-		case c.Has("codes") && c.Has("wav"):
-			pairs = append(pairs, pair{"codes", "wav"})
-		case c.Has("codes_0"):
-			for i := 0; c.Has(codesName(i)); i++ {
-				pairs = append(pairs, pair{codesName(i), "wav_" + string(rune('0'+i))})
-			}
-		}
-		if len(pairs) == 0 {
-			continue
-		}
-		d := tinyDecoder(t, c.Checkpoint)
-		g := gpus[c.Checkpoint]
-		if g == nil {
-			var err error
-			if g, err = New(d); err != nil {
-				t.Fatal(err)
-			}
-			gpus[c.Checkpoint] = g
-		}
-		for _, p := range pairs {
-			frames := caseCodes(t, c, p.codes)
-			wantName := p.wav
-			if c.Has("ref_code") {
-				frames = append(caseCodes(t, c, "ref_code"), frames...)
-				wantName = "wav_decoded_with_ref"
-			}
-			cpu := decodeAll(t, d, frames, len(frames))
-			gpu := decodeAll(t, g, frames, len(frames))
-			dc := maxAbsDiff(gpu, cpu)
-			msg := ""
-			if len(frames) <= codec.OfficialChunkSize || name == "speech_tokenizer_long_decode" {
-				want := c.F32(wantName)
-				n := min(len(want), codec.OfficialChunkSize*g.SamplesPerFrame())
-				do := maxAbsDiff(gpu[:n], want[:n])
-				msg = " official"
-				if do > goldenTol {
-					t.Errorf("%s/%s: GPU vs official %s max abs %.3g > %g", name, p.codes, wantName, do, goldenTol)
-				}
-				t.Logf("%s/%s: %d frames: GPU vs CPU stream max abs %.3g, vs%s (first %d samples) %.3g",
-					name, p.codes, len(frames), dc, msg, n, do)
-			}
-			if dc > goldenTol {
-				t.Errorf("%s/%s: GPU vs CPU stream max abs %.3g > %g", name, p.codes, dc, goldenTol)
-			}
-			if name == "speech_tokenizer_long_decode" {
-				one := decodeAll(t, g, frames, 1)
-				d1 := maxAbsDiff(one, cpu)
-				t.Logf("%s: pushed 1 frame at a time: GPU vs CPU stream max abs %.3g", name, d1)
-				if d1 > goldenTol {
-					t.Errorf("%s frame by frame: max abs %.3g > %g", name, d1, goldenTol)
-				}
-			}
-			compared++
-		}
-	}
-	if compared < 10 {
-		t.Fatalf("only %d golden code sequences compared", compared)
-	}
-}
+var gpus sync.Map // checkpoint dir -> *Codec, kept for the test binary
 
-func codesName(i int) string { return "codes_" + string(rune('0'+i)) }
-
-// TestStreamSplitsResetAndErrors: random push sizes (0..11, crossing the
-// 8-frame graph size) equal one push; a bad code fails without touching the
-// state; Reset gives a fresh stream; Close is final.
-func TestStreamSplitsResetAndErrors(t *testing.T) {
+// gpuCodec uploads (once per test binary) a golden checkpoint's decoder.
+func gpuCodec(t *testing.T, dir string) *Codec {
+	t.Helper()
 	requireGPU(t)
-	d := tinyDecoder(t, golden.Checkpoint(t, "qwen3-tts-tiny-customvoice"))
-	g, err := New(d)
+	if g, ok := gpus.Load(dir); ok {
+		return g.(*Codec)
+	}
+	g, err := New(tinyDecoder(t, dir))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer g.Close()
-	r := rand.New(rand.NewPCG(9, 9))
-	frames := make([]backend.Codes, 90)
-	for i := range frames {
-		for j := range frames[i] {
-			frames[i][j] = int32(r.IntN(2048))
+	gpus.Store(dir, g)
+	return g
+}
+
+// TestBackendSuite: the codec contract on the GPU, against the official
+// waveforms at goldenTol; splits, refused pushes, Reset and interleaved
+// streams against the GPU's own one-push decode at goldenTol too (graphs of
+// 8 frames and single frames sum in other orders).
+func TestBackendSuite(t *testing.T) {
+	requireGPU(t)
+	backendtest.CodecSuite{
+		Open: func(t *testing.T, dir string) backend.Codec { return gpuCodec(t, dir) },
+		Checkpoints: []string{"qwen3-tts-tiny-customvoice", "qwen3-tts-tiny-base", "qwen3-tts-tiny-customvoice-1b7",
+			"qwen3-tts-tiny-voicedesign-1b7"},
+		WaveTol:  goldenTol,
+		SplitTol: goldenTol,
+		BadCode:  codec.ErrBadCode,
+		MinCases: 10,
+	}.Run(t)
+}
+
+// TestLongDecodeMatchesCPU: past the official 300-frame chunk the stream is
+// compared with the CPU streaming decoder instead, in one push and frame by
+// frame (the real-time path).
+func TestLongDecodeMatchesCPU(t *testing.T) {
+	requireGPU(t)
+	c := golden.OpenCase(t, "speech_tokenizer_long_decode")
+	d := tinyDecoder(t, c.Checkpoint)
+	g := gpuCodec(t, c.Checkpoint)
+	frames := backendtest.Codes(c.I64("codes"))
+	cpu := backendtest.Decode(t, d, frames, len(frames))
+	for _, push := range []int{len(frames), 1} {
+		gpu := backendtest.Decode(t, g, frames, push)
+		diff := maxAbsDiff(gpu, cpu)
+		t.Logf("%d frames, %d a push: GPU vs CPU stream max abs %.3g", len(frames), push, diff)
+		if diff > goldenTol {
+			t.Errorf("%d a push: GPU vs CPU stream max abs %.3g > %g", push, diff, goldenTol)
 		}
 	}
-	want := decodeAll(t, d, frames, len(frames))
+}
+
+// TestStreamState: a stream counts its frames, Reset returns it to frame 0,
+// a push after Close is ErrClosed.
+func TestStreamState(t *testing.T) {
+	requireGPU(t)
+	g := gpuCodec(t, golden.Checkpoint(t, "qwen3-tts-tiny-customvoice"))
 	cs, err := g.newStream()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []float32
-	for i := 0; i < len(frames); {
-		n := min(r.IntN(12), len(frames)-i)
-		if i == 30 {
-			bad := append([]backend.Codes(nil), frames[i:i+2]...)
-			bad[1][5] = 2048
-			if _, err := cs.Push(bad); !errors.Is(err, codec.ErrBadCode) {
-				t.Fatalf("bad code: %v, want codec.ErrBadCode", err)
-			}
-		}
-		w, err := cs.Push(frames[i : i+n])
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, w...)
-		i += n
-	}
-	if diff := maxAbsDiff(got, want); diff > goldenTol {
-		t.Errorf("random splits: max abs %.3g vs the CPU decoder", diff)
+	frames := backendtest.RandomCodes(9, 12, 2048)
+	if _, err := cs.Push(frames); err != nil {
+		t.Fatal(err)
 	}
 	if cs.Frames() != len(frames) {
 		t.Errorf("Frames() = %d, want %d", cs.Frames(), len(frames))
@@ -269,12 +190,8 @@ func TestStreamSplitsResetAndErrors(t *testing.T) {
 	if err := cs.Reset(); err != nil {
 		t.Fatal(err)
 	}
-	again, err := cs.Push(frames[:10])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := maxAbsDiff(again, want[:10*g.SamplesPerFrame()]); diff > goldenTol {
-		t.Errorf("after Reset: max abs %.3g vs a fresh decode", diff)
+	if cs.Frames() != 0 {
+		t.Errorf("Frames() = %d after Reset", cs.Frames())
 	}
 	cs.Close()
 	if _, err := cs.Push(frames[:1]); !errors.Is(err, ErrClosed) {
