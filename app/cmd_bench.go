@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -57,6 +58,8 @@ type benchReport struct {
 	// Stability: one long sampled utterance of --stability frames (no hang,
 	// every code in range).
 	Stability *stabilityReport `json:"stability,omitempty"`
+	// Clone: the Base model's voice-clone encoders on one reference clip.
+	Clone *cloneReport `json:"clone,omitempty"`
 }
 
 type stabilityReport struct {
@@ -101,6 +104,8 @@ type benchFlags struct {
 	frames, runs, threads, rows     int
 	codecFrames, e2eFrames, e2eRuns int
 	streams, stability              int
+	cloneSeconds                    float64
+	cloneOnly                       bool
 }
 
 func runBench(args []string, stdout, stderr io.Writer) error {
@@ -117,6 +122,8 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	intFlagVar(fs, &f.e2eRuns, "e2e-runs", 3, 1, maxRuns, "", "measured end-to-end runs (after one warm-up)")
 	intFlagVar(fs, &f.streams, "streams", 0, 0, 64, "skip", "also run N engines concurrently, one utterance of --e2e-frames each (0 = skip)")
 	intFlagVar(fs, &f.stability, "stability", 0, 0, maxFrames, "skip", "also run one sampled utterance of N frames and check every code (0 = skip)")
+	fs.Float64Var(&f.cloneSeconds, "clone-seconds", 10, "Base models: time the voice-clone encoders on a clip this long, 1-30 s (0 = skip)")
+	fs.BoolVar(&f.cloneOnly, "clone-only", false, "time only the voice-clone encoders")
 	fs.StringVar(&f.text, "text", "Talkbox reads this sentence aloud to measure how fast the first audio arrives.", "text for the end-to-end runs")
 	fs.StringVar(&f.voice, "voice", "", "voice for the end-to-end runs (default: the first preset)")
 	if err := parseFlags(fs, args); err != nil {
@@ -124,6 +131,9 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	}
 	if f.dir == "" {
 		return usageErrorf("--model is required")
+	}
+	if f.cloneSeconds != 0 && !(f.cloneSeconds >= 1 && f.cloneSeconds <= 30) {
+		return usageErrorf("--clone-seconds %v: want 1 to 30, or 0 to skip", f.cloneSeconds)
 	}
 	dir, err := hub.Resolve(f.dir)
 	if err != nil {
@@ -143,6 +153,15 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	defer m.Close()
 	rep := &benchReport{Backend: f.backend, Model: m.Config.SizeName(), ModelType: m.Config.TTSModelType,
 		Threads: f.threads, PromptRows: f.rows}
+	if m.Config.TTSModelType == model.TypeBase && f.cloneSeconds > 0 {
+		if rep.Clone, err = benchClone(m, f); err != nil {
+			return err
+		}
+	}
+	if f.cloneOnly {
+		rep.Device, rep.Timer = fmt.Sprintf("CPU (%d threads)", runtime.GOMAXPROCS(0)), "wall"
+		return json.NewEncoder(stdout).Encode(rep)
+	}
 	if f.backend == engine.BackendCPU {
 		err = benchCPULM(m, f, rep)
 	} else {

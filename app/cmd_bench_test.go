@@ -46,3 +46,24 @@ func TestBenchVerb(t *testing.T) {
 		t.Errorf("unknown backend: exit %d, want 2", rc)
 	}
 }
+
+// TestBenchCloneOnly: on a Base checkpoint the bench times both voice-clone
+// encoders on a clip of the asked length.
+func TestBenchCloneOnly(t *testing.T) {
+	dir := golden.Checkpoint(t, "qwen3-tts-tiny-base")
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"bench", "--model", dir, "--clone-only", "--clone-seconds", "2", "--runs", "2"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	var rep benchReport
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	c := rep.Clone
+	if c == nil || c.ClipSeconds != 2 || c.Frames != 25 || c.XVectorDim != 64 || c.SpeakerEncoderMS <= 0 || c.SpeechEncoderMS <= 0 {
+		t.Fatalf("clone report %+v", c)
+	}
+	if code := run([]string{"bench", "--model", dir, "--clone-only", "--clone-seconds", "45"}, &stdout, &stderr); code != 2 {
+		t.Errorf("--clone-seconds 45: exit %d", code)
+	}
+}

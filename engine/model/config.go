@@ -93,16 +93,44 @@ type CodePredictorConfig struct {
 }
 
 // SpeakerEncCfg is speaker_encoder_config (Base models only).
+// The released configs hold only enc_dim and sample_rate; ReadConfig fills
+// the rest with the official class defaults (applyDefaults), so a zero field
+// here means "as released" and is left out when written.
 type SpeakerEncCfg struct {
-	MelDim               int   `json:"mel_dim"`
+	MelDim               int   `json:"mel_dim,omitempty"`
 	EncDim               int   `json:"enc_dim"`
-	EncChannels          []int `json:"enc_channels"`
-	EncKernelSizes       []int `json:"enc_kernel_sizes"`
-	EncDilations         []int `json:"enc_dilations"`
-	EncAttentionChannels int   `json:"enc_attention_channels"`
-	EncRes2NetScale      int   `json:"enc_res2net_scale"`
-	EncSEChannels        int   `json:"enc_se_channels"`
-	SampleRate           int   `json:"sample_rate"`
+	EncChannels          []int `json:"enc_channels,omitempty"`
+	EncKernelSizes       []int `json:"enc_kernel_sizes,omitempty"`
+	EncDilations         []int `json:"enc_dilations,omitempty"`
+	EncAttentionChannels int   `json:"enc_attention_channels,omitempty"`
+	EncRes2NetScale      int   `json:"enc_res2net_scale,omitempty"`
+	EncSEChannels        int   `json:"enc_se_channels,omitempty"`
+	SampleRate           int   `json:"sample_rate,omitempty"`
+}
+
+// applyDefaults fills what config.json leaves out with the defaults of the
+// official Qwen3TTSSpeakerEncoderConfig (codec spec §6).
+func (s *SpeakerEncCfg) applyDefaults() {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&s.MelDim, 128)
+	def(&s.EncDim, 1024)
+	def(&s.EncAttentionChannels, 128)
+	def(&s.EncRes2NetScale, 8)
+	def(&s.EncSEChannels, 128)
+	def(&s.SampleRate, 24000)
+	if s.EncChannels == nil {
+		s.EncChannels = []int{512, 512, 512, 512, 1536}
+	}
+	if s.EncKernelSizes == nil {
+		s.EncKernelSizes = []int{5, 3, 3, 3, 1}
+	}
+	if s.EncDilations == nil {
+		s.EncDilations = []int{1, 2, 3, 4, 1}
+	}
 }
 
 // SpeakerIDValue accepts a plain int or a one-element list, as the official code does.
@@ -270,6 +298,9 @@ func ParseConfig(path string, b []byte) (*Config, error) {
 	var c Config
 	if err := decodeJSON(path, b, &c); err != nil {
 		return nil, err
+	}
+	if c.SpeakerEncoder != nil {
+		c.SpeakerEncoder.applyDefaults()
 	}
 	if err := c.validate(); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrBadConfig, path, err)

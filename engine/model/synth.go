@@ -71,18 +71,41 @@ func SynthConfig(size, typ string) (*Config, error) {
 		c.Talker.SpeakerIsDialect["dylan"] = "beijing_dialect"
 	case TypeVoiceDesign:
 	case TypeBase:
-		c.SpeakerEncoder = &SpeakerEncCfg{MelDim: 128, EncDim: hidden, EncChannels: []int{512, 512, 512, 512, 1536},
-			EncKernelSizes: []int{5, 3, 3, 3, 1}, EncDilations: []int{1, 2, 3, 4, 1}, EncAttentionChannels: 128,
-			EncRes2NetScale: 8, EncSEChannels: 128, SampleRate: 24000}
+		c.SpeakerEncoder = &SpeakerEncCfg{EncDim: hidden, SampleRate: 24000}
+		c.SpeakerEncoder.applyDefaults()
 	default:
 		return nil, fmt.Errorf("synthetic checkpoint: unknown model type %q", typ)
 	}
 	return c, c.validate()
 }
 
+// synthEncoderConfig is the released encoder_config (a transformers
+// MimiConfig; codec spec §5): SEANet 64 filters, strides 4-5-6-8, an 8-layer
+// 512-wide transformer (8 heads x 64, MLP 2048, window 250), 32 RVQ levels of
+// 2048 x 256, one of them semantic.
+const synthEncoderConfig = `{"_frame_rate": 12.5, "attention_bias": false, "attention_dropout": 0.0, "audio_channels": 1,
+"codebook_dim": 256, "codebook_size": 2048, "compress": 2, "dilation_growth_rate": 2, "head_dim": 64, "hidden_act": "gelu",
+"hidden_size": 512, "initializer_range": 0.02, "intermediate_size": 2048, "kernel_size": 7, "last_kernel_size": 3,
+"layer_scale_initial_scale": 0.01, "max_position_embeddings": 8000, "norm_eps": 1e-05, "normalize": false,
+"num_attention_heads": 8, "num_filters": 64, "num_hidden_layers": 8, "num_key_value_heads": 8, "num_quantizers": 32,
+"num_residual_layers": 1, "num_semantic_quantizers": 1, "pad_mode": "constant", "residual_kernel_size": 3,
+"rope_theta": 10000.0, "sampling_rate": 24000, "sliding_window": 250, "trim_right_ratio": 1.0, "upsample_groups": 512,
+"upsampling_ratios": [8, 6, 5, 4], "use_cache": false, "use_causal_conv": true, "use_conv_shortcut": false,
+"use_streaming": false, "vector_quantization_hidden_dimension": 256}`
+
+// The two preprocessor configs every release carries (the main one is the
+// processor's metadata; the speech tokenizer's is its feature extractor).
+var (
+	synthPreprocessor = map[string]any{"padding_side": "left", "padding_value": 0.0,
+		"processor_class": "Qwen3TTSProcessor", "return_attention_mask": true}
+	synthCodecPreprocessor = map[string]any{"chunk_length_s": nil, "feature_extractor_type": "EncodecFeatureExtractor",
+		"feature_size": 1, "overlap": nil, "padding_side": "right", "padding_value": 0.0, "return_attention_mask": true,
+		"sampling_rate": 24000}
+)
+
 // SynthCodecConfig is the released speech_tokenizer/config.json (codec spec section 1).
 func SynthCodecConfig() *CodecConfig {
-	return &CodecConfig{ModelType: "qwen3_tts_tokenizer_12hz", EncoderValidNumQuantizers: 16, InputSampleRate: 24000,
+	return &CodecConfig{Encoder: json.RawMessage(synthEncoderConfig), ModelType: "qwen3_tts_tokenizer_12hz", EncoderValidNumQuantizers: 16, InputSampleRate: 24000,
 		OutputSampleRate: 24000, DecodeUpsampleRate: 1920, EncodeDownsampleRate: 1920,
 		Decoder: CodecDecoderConfig{CodebookSize: 2048, CodebookDim: 512, LatentDim: 1024, HiddenSize: 512, HeadDim: 64,
 			NumAttentionHeads: 16, NumKeyValueHeads: 16, IntermediateSize: 1024, NumHiddenLayers: 8, SlidingWindow: 72,
@@ -99,7 +122,16 @@ func WriteSynthetic(dir string, o SynthOptions) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	if err := writeJSONFile(filepath.Join(dir, "config.json"), cfg); err != nil {
+	// config.json as released: the speaker encoder's section holds only
+	// enc_dim and sample_rate (the loader fills in the class defaults).
+	released := *cfg
+	if cfg.SpeakerEncoder != nil {
+		released.SpeakerEncoder = &SpeakerEncCfg{EncDim: cfg.SpeakerEncoder.EncDim, SampleRate: cfg.SpeakerEncoder.SampleRate}
+	}
+	if err := writeJSONFile(filepath.Join(dir, "config.json"), &released); err != nil {
+		return err
+	}
+	if err := writeJSONFile(filepath.Join(dir, "preprocessor_config.json"), synthPreprocessor); err != nil {
 		return err
 	}
 	if err := writeJSONFile(filepath.Join(dir, "generation_config.json"), DefaultGenerationConfig()); err != nil {
@@ -126,7 +158,20 @@ func WriteSynthetic(dir string, o SynthOptions) error {
 	if err := writeJSONFile(filepath.Join(sdir, "config.json"), ccfg); err != nil {
 		return err
 	}
-	return writeRandomTensors(filepath.Join(sdir, "model.safetensors"), CodecDecoderTensors(ccfg), safetensors.F32, o.Seed+1)
+	if err := writeJSONFile(filepath.Join(sdir, "preprocessor_config.json"), synthCodecPreprocessor); err != nil {
+		return err
+	}
+	tensors := CodecDecoderTensors(ccfg)
+	// The encoder (audio to codes) only serves voice cloning: Base
+	// checkpoints get it, the others stay lighter for benchmarks.
+	if cfg.TTSModelType == TypeBase {
+		ec, err := ccfg.EncoderConfig()
+		if err != nil {
+			return err
+		}
+		tensors = append(tensors, CodecEncoderTensors(ec)...)
+	}
+	return writeRandomTensors(filepath.Join(sdir, "model.safetensors"), tensors, safetensors.F32, o.Seed+1)
 }
 
 func writeJSONFile(path string, v any) error {

@@ -1,8 +1,13 @@
 package model
 
 import (
+	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"talkbox/engine/golden"
 )
 
 // The real 0.6B shapes are too big for a unit test, so check the generator's
@@ -76,5 +81,72 @@ func TestWriteRandomTensorsLoads(t *testing.T) {
 	}
 	if len(distinct) < 100 {
 		t.Errorf("q_proj looks constant: %d distinct values", len(distinct))
+	}
+}
+
+// The Base layout: the speaker encoder's 76 tensors on top of the LM, the
+// speech tokenizer's 225 encoder tensors (codec spec §1), and the tensor
+// list matches the tiny Base checkpoint's real file name for name.
+func TestSynthBaseLayout(t *testing.T) {
+	c, err := SynthConfig("0.6b", TypeBase)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(LMTensors(c)); n != 402+76 {
+		t.Errorf("0.6B Base: %d LM tensors, want 478", n)
+	}
+	ec, err := SynthCodecConfig().EncoderConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(CodecEncoderTensors(ec)); n != 225 {
+		t.Errorf("%d encoder tensors, the release has 225", n)
+	}
+	// config.json as released keeps only enc_dim and sample_rate; reading
+	// it back gives the class defaults.
+	dir := t.TempDir()
+	released := *c
+	released.SpeakerEncoder = &SpeakerEncCfg{EncDim: 1024, SampleRate: 24000}
+	if err := writeJSONFile(filepath.Join(dir, "config.json"), &released); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "config.json"))
+	if strings.Contains(string(b), "enc_channels") {
+		t.Errorf("released speaker_encoder_config written in full")
+	}
+	back, err := ReadConfig(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(*back.SpeakerEncoder) != fmt.Sprint(*c.SpeakerEncoder) || back.SpeakerEncoder.EncChannels[4] != 1536 {
+		t.Errorf("defaults: %+v, want %+v", *back.SpeakerEncoder, *c.SpeakerEncoder)
+	}
+}
+
+// TestEncoderTensorsMatchTinyBase checks the encoder tensor list against a
+// checkpoint written by the official code: same names, same shapes.
+func TestEncoderTensorsMatchTinyBase(t *testing.T) {
+	dir := golden.Checkpoint(t, "qwen3-tts-tiny-base")
+	m, err := Load(dir, Options{RequireCodec: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ec, err := m.Codec.EncoderConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := CodecEncoderTensors(ec)
+	if err := CheckTensors(m.CodecFile, want); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, name := range m.CodecFile.Names() {
+		if strings.HasPrefix(name, "encoder.") {
+			n++
+		}
+	}
+	if n != len(want) {
+		t.Errorf("tiny checkpoint has %d encoder tensors, the list %d", n, len(want))
 	}
 }
