@@ -32,6 +32,9 @@ const (
 	// envQuitAfter (a Go duration) quits the app after that long, so a
 	// headless run can never hang.
 	envQuitAfter = "TALKBOX_QUIT_AFTER"
+	// envShowNewVoice=1 opens the New-voice dialog as soon as a Base model
+	// has loaded (its screenshot in docs/).
+	envShowNewVoice = "TALKBOX_SHOW_NEW_VOICE"
 )
 
 // appID matches FyneApp.toml, so preferences land in one place.
@@ -74,7 +77,12 @@ func runWindow() error {
 		slog.Warn("no audio output device; audio will be discarded", "reason", player.FallbackReason())
 	}
 
-	cfg := ui.Config{Player: player}
+	cfg := ui.Config{Player: player, Record: audio.Record}
+	if lib, err := voiceLibrary(); err == nil {
+		cfg.Voices = lib
+	} else {
+		slog.Warn("no voices folder; voice cloning is off", "err", err)
+	}
 	var u *ui.UI
 	if fake {
 		fakeEngineModels(&cfg)
@@ -104,6 +112,18 @@ func runWindow() error {
 		}()
 	}
 	u.Start()
+	if os.Getenv(envShowNewVoice) == "1" {
+		go func() {
+			for i := 0; i < 120; i++ {
+				time.Sleep(250 * time.Millisecond)
+				opened := make(chan bool, 1)
+				fyne.Do(func() { opened <- u.TryNewVoice() })
+				if <-opened {
+					return
+				}
+			}
+		}()
+	}
 	w.ShowAndRun()
 	u.Close()
 	return player.Close()

@@ -14,6 +14,7 @@ import (
 
 	"talkbox/app/audio"
 	"talkbox/engine"
+	"talkbox/engine/model"
 	"talkbox/engine/wav"
 	"talkbox/ui/speech"
 )
@@ -77,8 +78,12 @@ func (u *UI) setEngine(e Engine) {
 	u.eng = e
 	prevVoice, _ := u.voices.value(u.voice.Selected)
 	u.voices = voicePicks(e.Voices(), u.known)
+	u.voiceGuard = true
 	u.voice.SetOptions(u.voices.labels)
 	switch {
+	case u.cloning():
+		u.voiceGuard = false
+		u.refreshClones(prevVoice)
 	case len(u.voices.labels) == 0:
 		u.voice.ClearSelected()
 		u.voice.PlaceHolder = "(this model has no preset voices)"
@@ -90,12 +95,21 @@ func (u *UI) setEngine(e Engine) {
 		u.voice.Enable()
 		u.voice.SetSelectedIndex(0)
 	}
+	u.voiceGuard = false
 	u.langs = languagePicks(e.Languages())
 	u.lang.SetOptions(u.langs.labels)
 	u.lang.SetSelectedIndex(0)
-	if e.SupportsInstruct() {
+	u.designing = isVoiceDesign(e)
+	switch {
+	case u.designing:
+		u.instructL.SetText("Voice description")
+		u.instruct.SetPlaceHolder("Required: describe the voice, e.g. \"a calm, deep male narrator with a slight British accent\"")
 		u.instructR.Show()
-	} else {
+	case e.SupportsInstruct():
+		u.instructL.SetText("Style (optional)")
+		u.instruct.SetPlaceHolder("Optional speaking style, e.g. \"calm and slow\"")
+		u.instructR.Show()
+	default:
 		u.instructR.Hide()
 	}
 	u.device.SetText(deviceLine(e))
@@ -126,7 +140,14 @@ func (u *UI) Speak() {
 		return
 	}
 	req := engine.Request{Language: "auto"}
-	if len(u.voices.labels) > 0 {
+	cloneBefore := 0
+	if u.cloning() {
+		v, ok := u.cloneForSpeak()
+		if !ok {
+			return
+		}
+		req.Clone, cloneBefore = v, len(v.Derived)
+	} else if len(u.voices.labels) > 0 {
 		v, err := u.voices.value(u.voice.Selected)
 		if err != nil {
 			u.showError("Pick a voice first.")
@@ -139,6 +160,10 @@ func (u *UI) Speak() {
 	}
 	if u.instructR.Visible() {
 		req.Instruct = strings.TrimSpace(u.instruct.Text)
+	}
+	if u.designing && req.Instruct == "" {
+		u.showError("Describe the voice first (Voice description), e.g. \"a warm, bright young female voice, speaking quickly\".")
+		return
 	}
 	u.clearError()
 	prev := u.cur
@@ -159,8 +184,18 @@ func (u *UI) Speak() {
 	}
 	go func() {
 		utt.Run(prev)
-		u.post(func() { u.finish(utt) })
+		u.post(func() {
+			u.keepDerived(req.Clone, cloneBefore)
+			u.finish(utt)
+		})
 	}()
+}
+
+// isVoiceDesign reports a VoiceDesign model (engines that expose their
+// config; others are not).
+func isVoiceDesign(e Engine) bool {
+	m, ok := e.(interface{ Model() *model.Model })
+	return ok && m.Model() != nil && m.Model().Config.TTSModelType == model.TypeVoiceDesign
 }
 
 // Stop silences the current utterance at once and cancels its synthesis.
@@ -184,8 +219,12 @@ func (u *UI) finish(utt *speech.Utterance) {
 	case end.Err != nil:
 		outcome = "failed"
 	}
+	voiceName := utt.Request().Voice
+	if c := utt.Request().Clone; c != nil {
+		voiceName = c.Name
+	}
 	u.history.add(historyEntry{
-		Text: utt.Text(), Voice: utt.Request().Voice, TTFC: f.TTFC, FirstSound: f.FirstSound, RTF: f.RTF,
+		Text: utt.Text(), Voice: voiceName, TTFC: f.TTFC, FirstSound: f.FirstSound, RTF: f.RTF,
 		FramesPerS: f.FramesPerS, Underruns: f.Underruns, Silent: f.Silent, Audio: f.Audio, Outcome: outcome,
 	})
 	if len(end.PCM) > 0 {
@@ -223,6 +262,8 @@ func userMessage(err error) string {
 		return "The model does not support this language: " + err.Error()
 	case errors.Is(err, engine.ErrTextTooLong):
 		return "The text is too long for one request: " + err.Error()
+	case errors.Is(err, engine.ErrNeedsClone):
+		return "This Base model speaks in a cloned voice: add one with " + newVoiceLabel + " in the Voice list."
 	case errors.Is(err, engine.ErrUnsupportedReq):
 		return "This model cannot do that: " + err.Error()
 	}

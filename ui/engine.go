@@ -10,10 +10,14 @@
 package ui
 
 import (
+	"context"
+	"time"
+
 	"fyne.io/fyne/v2"
 
 	"talkbox/app/audio"
 	"talkbox/engine"
+	"talkbox/engine/voice"
 	"talkbox/ui/speech"
 )
 
@@ -59,6 +63,12 @@ type Config struct {
 	Welcome fyne.CanvasObject
 	// SaveDir is the folder the Save WAV dialog opens in; empty = home.
 	SaveDir string
+	// Voices is the library of cloned voices that Base models speak in;
+	// nil leaves cloning out of the window.
+	Voices *voice.Library
+	// Record captures microphone audio for the New-voice dialog
+	// (audio.Record); nil hides the Record button.
+	Record func(ctx context.Context, max time.Duration, level func(peak float32, elapsed time.Duration)) ([]float32, error)
 }
 
 var (

@@ -15,8 +15,8 @@ import (
 // latencyPanel shows the live figures of the current utterance.
 type latencyPanel struct {
 	ttfc, firstSound, rtf, fps, underruns, buffered, bufWait, progress *widget.Label
-	timeline                                                  *timeline
-	box                                                       fyne.CanvasObject
+	timeline                                                           *timeline
+	box                                                                fyne.CanvasObject
 }
 
 func newLatencyPanel() *latencyPanel {

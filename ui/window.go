@@ -29,31 +29,35 @@ type UI struct {
 	closed  atomic.Bool // after Close nothing more is posted to the UI
 
 	// UI goroutine state.
-	eng       Engine
-	modelIdx  int
-	loadSeq   int
-	cur       *speech.Utterance
-	nextID    uint64
-	lastRTF   float64
-	lastPCM   []float32
-	voices    pickList
-	langs     pickList
-	history   *historyList
-	panel     *latencyPanel
-	text      *speakEntry
-	voice     *widget.Select
-	lang      *widget.Select
-	instruct  *widget.Entry
-	instructR *fyne.Container
-	speakBtn  *widget.Button
-	stopBtn   *widget.Button
-	saveBtn   *widget.Button
-	model     *widget.Select
-	device    *widget.Label
-	status    *widget.Label
-	errorMsg  *widget.Label
-	audioWarn *widget.Label
-	content   fyne.CanvasObject
+	eng        Engine
+	modelIdx   int
+	loadSeq    int
+	cur        *speech.Utterance
+	nextID     uint64
+	lastRTF    float64
+	lastPCM    []float32
+	voices     pickList
+	langs      pickList
+	history    *historyList
+	panel      *latencyPanel
+	text       *speakEntry
+	voice      *widget.Select
+	lang       *widget.Select
+	instruct   *widget.Entry
+	instructR  *fyne.Container
+	speakBtn   *widget.Button
+	stopBtn    *widget.Button
+	saveBtn    *widget.Button
+	model      *widget.Select
+	device     *widget.Label
+	status     *widget.Label
+	errorMsg   *widget.Label
+	audioWarn  *widget.Label
+	content    fyne.CanvasObject
+	instructL  *widget.Label
+	designing  bool   // the loaded model is VoiceDesign: the description is required
+	voiceGuard bool   // the voice picker is being changed by code
+	lastVoice  string // the picker's last real choice (not New voice…)
 }
 
 // New builds the widgets. It starts no goroutines; call Start once the
@@ -92,13 +96,14 @@ func (u *UI) build() {
 	u.text.SetMinRowsVisible(7)
 	u.text.onSpeak, u.text.onStop = u.Speak, u.Stop
 
-	u.voice = widget.NewSelect(nil, nil)
+	u.voice = widget.NewSelect(nil, func(s string) { u.voiceChanged(s) })
 	u.voice.PlaceHolder = "(no model loaded)"
 	u.lang = widget.NewSelect(nil, nil)
 	u.lang.PlaceHolder = "Auto"
 	u.instruct = widget.NewEntry()
 	u.instruct.SetPlaceHolder("Optional speaking style, e.g. \"calm and slow\"")
-	u.instructR = container.NewBorder(nil, nil, widget.NewLabel("Style"), nil, u.instruct)
+	u.instructL = widget.NewLabel("Style (optional)")
+	u.instructR = container.NewBorder(nil, nil, u.instructL, nil, u.instruct)
 	u.instructR.Hide()
 
 	u.speakBtn = widget.NewButtonWithIcon("Speak (Ctrl+Enter)", theme.MediaPlayIcon(), u.Speak)

@@ -15,11 +15,11 @@ type KnownModel struct {
 
 // Known lists the released Qwen3-TTS-12Hz checkpoints, default first.
 var Known = []KnownModel{
-	{"Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice", "0.6b-customvoice", "0.6B, 9 preset voices"},
-	{"Qwen/Qwen3-TTS-12Hz-0.6B-Base", "0.6b-base", "0.6B, voice cloning"},
-	{"Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice", "1.7b-customvoice", "1.7B, 9 preset voices and style instructions"},
-	{"Qwen/Qwen3-TTS-12Hz-1.7B-Base", "1.7b-base", "1.7B, voice cloning"},
-	{"Qwen/Qwen3-TTS-12Hz-1.7B-VoiceDesign", "1.7b-voicedesign", "1.7B, voices designed from a description"},
+	{"Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice", "0.6b-customvoice", "CustomVoice: 9 ready-made voices; 0.6B, the fastest"},
+	{"Qwen/Qwen3-TTS-12Hz-0.6B-Base", "0.6b-base", "Base: clone your own voice from a short recording; 0.6B"},
+	{"Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice", "1.7b-customvoice", "CustomVoice: 9 ready-made voices with speaking styles; 1.7B"},
+	{"Qwen/Qwen3-TTS-12Hz-1.7B-Base", "1.7b-base", "Base: clone your own voice from a short recording; 1.7B"},
+	{"Qwen/Qwen3-TTS-12Hz-1.7B-VoiceDesign", "1.7b-voicedesign", "VoiceDesign: a new voice described in words; 1.7B"},
 }
 
 // DefaultRepo is what `talkbox pull` fetches without an argument.
