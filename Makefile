@@ -22,7 +22,7 @@ APT_PACKAGES := gcc g++ pkg-config libgl1-mesa-dev libx11-dev libxcursor-dev lib
 GO_TEST_FLAGS ?=
 FUZZ_TIME ?= 10s
 
-.PHONY: cli cli-portable all deps apt-deps go-deps tokenizers build run test test-go fuzz race bench vet fmt native native-codec clean
+.PHONY: cli cli-portable all deps apt-deps go-deps tokenizers build run test test-go fuzz race soak bench vet fmt native native-codec clean
 
 all: build
 
@@ -106,6 +106,15 @@ fuzz: deps
 
 race: deps
 	go test -race ./...
+
+# 1,000 utterances through one engine (random texts, voices, cancels, Stops
+# racing the next Speak); prints RSS, goroutines and GPU memory as JSON and
+# fails on any error but a cancellation. Not in `make test` (minutes).
+# BACKEND=cuda SOAK_MODEL=$(SYNTH_DIR) runs it on the GPU (after make native).
+SOAK_MODEL ?= $(GOLDEN_TOKENIZER)
+SOAK_N ?= 1000
+soak: deps
+	go run ./tools/soak --model $(SOAK_MODEL) --backend $(BACKEND) --n $(SOAK_N)
 
 # Speed on a synthetic checkpoint of the real 0.6B shapes (random weights),
 # made once; the tokenizer files come from the golden data when it is there.
