@@ -20,7 +20,7 @@ APT_PACKAGES := gcc g++ pkg-config libgl1-mesa-dev libx11-dev libxcursor-dev lib
 	libopus-dev libogg-dev libopusfile-dev libsonic-dev
 
 GO_TEST_FLAGS ?=
-FUZZ_TIME ?= 10s
+FUZZ_TIME ?= 8s
 
 .PHONY: cli cli-portable all deps apt-deps go-deps tokenizers build run test test-go fuzz race soak bench vet fmt native native-codec clean
 
@@ -86,8 +86,8 @@ test-go:
 	go test $(GO_TEST_FLAGS) ./...
 
 # Every parser's fuzz target (package:Target), each run for FUZZ_TIME so the
-# whole set stays near a minute and a half; the seed corpora are committed
-# (testdata/) and also run as plain tests under `go test`.
+# whole set stays under two minutes; the seed corpora are committed
+# (testdata/ or f.Add) and also run as plain tests under `go test`.
 FUZZ_TARGETS := \
 	engine/safetensors:FuzzParse \
 	engine/model:FuzzParseConfig \
@@ -96,7 +96,9 @@ FUZZ_TARGETS := \
 	engine/text:FuzzTokenizerFiles \
 	engine/codesfile:FuzzRead \
 	engine/wav:FuzzDecode \
-	app/settings:FuzzLoad
+	engine/voice:FuzzReadFile \
+	app/settings:FuzzLoad \
+	app/server:FuzzParseSpeech
 fuzz: deps
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t##*:}; \

@@ -4,7 +4,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
+
+	"talkbox/internal/regfile"
 )
 
 // FuzzLoad: any settings file loads without panic to usable values; a
@@ -33,4 +37,23 @@ func FuzzLoad(f *testing.F) {
 			t.Fatalf("unusable settings %+v", s)
 		}
 	})
+}
+
+// A FIFO in place of the settings file gives the defaults and an error at
+// once; before, Load blocked the window's start forever.
+func TestLoadRefusesFIFO(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "settings.json")
+	if err := syscall.Mkfifo(p, 0o600); err != nil {
+		t.Skip("mkfifo:", err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := Load(p); done <- err }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, regfile.ErrNotRegular) {
+			t.Fatalf("got %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Load blocked on a FIFO")
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 
 	"talkbox/internal/atomicfile"
+	"talkbox/internal/regfile"
 )
 
 // EnvConfig overrides the settings file's folder (tests, portable installs).
@@ -98,12 +99,16 @@ func (e *CorruptError) Error() string {
 
 func (e *CorruptError) Unwrap() error { return e.Err }
 
+// maxFileBytes bounds the settings file (a few hundred bytes are written);
+// a FIFO or device in its place is refused rather than read forever.
+const maxFileBytes = 1 << 20
+
 // Load reads the settings at path. A missing file gives the defaults and no
 // error. A damaged one gives the defaults and a *CorruptError (the file is
 // renamed to path+".corrupt" so the next Save does not destroy what the user
 // may want to recover). Out-of-range values are replaced by their defaults.
 func Load(path string) (Settings, error) {
-	b, err := os.ReadFile(path)
+	b, err := regfile.ReadFile(path, maxFileBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return Defaults(), nil
 	}

@@ -25,10 +25,15 @@ import (
 
 	"talkbox/engine/backend"
 	"talkbox/engine/safetensors"
+	"talkbox/internal/regfile"
 )
 
 // Ext is the voice file extension.
 const Ext = ".voice"
+
+// maxFileBytes bounds a voice file: ten minutes of reference audio and its
+// derived data fit many times over.
+const maxFileBytes = 256 << 20
 
 // SampleRate of the stored reference audio.
 const SampleRate = 24000
@@ -175,12 +180,17 @@ func (l *Library) Load(name string) (*Voice, error) {
 
 // readFile parses a voice file; every problem but a missing file is ErrCorrupt.
 func readFile(p string) (*Voice, error) {
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return nil, err
-	}
 	bad := func(format string, a ...any) (*Voice, error) {
 		return nil, fmt.Errorf("%w: %s: %s", ErrCorrupt, p, fmt.Sprintf(format, a...))
+	}
+	// A regular file of bounded size: a FIFO or device named like a voice
+	// must not hang the voice list.
+	b, err := regfile.ReadFile(p, maxFileBytes)
+	if errors.Is(err, regfile.ErrNotRegular) || errors.Is(err, regfile.ErrTooLarge) {
+		return bad("%v", err)
+	}
+	if err != nil {
+		return nil, err
 	}
 	f, err := safetensors.Parse(p, b)
 	if err != nil {
