@@ -142,7 +142,7 @@ func Open(dir string, o Options) (*Engine, error) {
 // the GPU codec, so the codec of frame k runs beside the LM work of frame k+1
 // instead of in the gaps between LM launches. A quarter: on an H100 (132 SMs)
 // reserving 0/8/16/24/32 gave TTFC p50 58.8/29.2/25.5/23.7/23.2 ms and RTF
-// 0.067/0.062/0.058/0.056/0.055 for a 10 s utterance (docs/BENCHMARKS.md).
+// 0.067/0.062/0.058/0.056/0.055 for a 10 s utterance (docs/dev/LATENCY.md).
 // TALKBOX_CODEC_SMS overrides it for tuning.
 func codecSMs(sms int) int {
 	if v, err := strconv.Atoi(os.Getenv("TALKBOX_CODEC_SMS")); err == nil && v >= 0 {

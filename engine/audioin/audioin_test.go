@@ -13,7 +13,7 @@ import (
 	"talkbox/engine/wav"
 )
 
-// resampleTol is the bar for the 24 kHz arrays. The golden README measured
+// resampleTol is the bar for the 24 kHz arrays. The golden data set measured
 // libsoxr's SIMD engine (what Debian's libsoxr uses on x86_64) bit-identical
 // to the official arrays and its scalar engine within 3.3e-7; 1e-6 covers
 // both, and is 1.5e4 times below the error of the nearest wrong resampler

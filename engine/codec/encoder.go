@@ -9,12 +9,12 @@ import (
 	"talkbox/engine/model"
 )
 
-// Encoder is the speech tokenizer's encoder (codec spec §5), audio to codes:
-// the Mimi SEANet conv encoder (24 kHz to 25 Hz), its transformer, a stride-2
-// downsample to 12.5 Hz and the split residual quantizer, of which the first
-// encoder_valid_num_quantizers levels are kept. It is what turns a voice's
-// reference audio into the codes of an in-context (ICL) clone. Read-only
-// after NewEncoder; safe for concurrent use.
+// Encoder is the speech tokenizer's encoder (docs/design/qwen3-tts-codec.md
+// §5), audio to codes: the Mimi SEANet conv encoder (24 kHz to 25 Hz), its
+// transformer, a stride-2 downsample to 12.5 Hz and the split residual
+// quantizer, of which the first encoder_valid_num_quantizers levels are kept.
+// It is what turns a voice's reference audio into the codes of an in-context
+// (ICL) clone. Read-only after NewEncoder; safe for concurrent use.
 type Encoder struct {
 	cfg      model.CodecEncoderConfig
 	valid    int // codebooks kept (16)

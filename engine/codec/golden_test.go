@@ -108,8 +108,9 @@ func TestGoldenWaveforms(t *testing.T) {
 	}
 }
 
-// TestReferenceCutRounding checks the float64 rule on the spec's example
-// (ref 1 of 49 frames gives 1919, not 1920) and on the golden lengths.
+// TestReferenceCutRounding checks the float64 rule on the example of
+// docs/design/qwen3-tts-lm.md §8 (ref 1 of 49 frames gives 1919, not 1920) and
+// on the golden lengths.
 func TestReferenceCutRounding(t *testing.T) {
 	if got := ReferenceCut(1, 49, 49*1920); got != 1919 {
 		t.Errorf("ReferenceCut(1, 49) = %d, want 1919", got)

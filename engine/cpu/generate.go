@@ -10,10 +10,10 @@ import (
 	"talkbox/engine/sample"
 )
 
-// Generate runs the frame loop (lm spec section 5): prefill all prompt rows in
-// one batched pass, then per frame pick group 0 from the talker logits, run
-// the code predictor for groups 1..15, send the frame, and feed the sum of the
-// 16 code embeddings plus the text row back into the talker.
+// Generate runs the frame loop (docs/design/qwen3-tts-lm.md §5): prefill all
+// prompt rows in one batched pass, then per frame pick group 0 from the talker
+// logits, run the code predictor for groups 1..15, send the frame, and feed
+// the sum of the 16 code embeddings plus the text row back into the talker.
 // Result.FrameTimes[s] is the wall time between sending frame s-1 and frame s
 // (for frame 0: from the end of the prefill), what a streaming consumer sees.
 func (lm *LM) Generate(ctx context.Context, p backend.Prompt, opt backend.GenerateOptions, out chan<- backend.Frame) (backend.Result, error) {

@@ -7,12 +7,12 @@ import (
 	"talkbox/engine/sample"
 )
 
-// predict runs the code predictor for one frame (lm spec section 6): a fresh
+// predict runs the code predictor for one frame (qwen3-tts-lm.md §6): a fresh
 // KV cache, position 0 = the talker's post-norm hidden h, position 1 = C(g0),
 // then one position per predicted group; lm_head[g-1] at the last position
 // gives group g. Codes 1..15 are written into codes. Sampling uses
-// opt.Predictor alone: no repetition penalty, no suppression, no EOS (all
-// 2048 codes are valid).
+// opt.Predictor alone: no repetition penalty, no suppression, no EOS (all 2048
+// codes are valid).
 func (lm *LM) predict(ctx context.Context, h []float32, codes *backend.Codes, s int, opt backend.GenerateOptions) error {
 	cp := lm.cp
 	D := cp.hidden

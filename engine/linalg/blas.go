@@ -22,7 +22,7 @@ const (
 )
 
 // blasKernels calls OpenBLAS: measured on the 2-core dev box it streams f32
-// weights about 4x faster than the Go loops (desktop notes section 7 and the
+// weights about 4x faster than the Go loops (docs/design/platform.md and the
 // bench verb), which is what decode is bound by.
 type blasKernels struct{}
 

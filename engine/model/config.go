@@ -70,8 +70,9 @@ type TalkerConfig struct {
 	CodePredictor         CodePredictorConfig       `json:"code_predictor_config"`
 }
 
-// RopeScaling is the M-RoPE description; for TTS all three position streams are
-// equal, so it reduces to plain rotate-half RoPE (see the lm spec, section 4).
+// RopeScaling is the M-RoPE description; for TTS all three position streams
+// are equal, so it reduces to plain rotate-half RoPE
+// (docs/design/qwen3-tts-lm.md §4).
 type RopeScaling struct {
 	Interleaved  bool   `json:"interleaved"`
 	MRopeSection []int  `json:"mrope_section"`
@@ -109,7 +110,7 @@ type SpeakerEncCfg struct {
 }
 
 // applyDefaults fills what config.json leaves out with the defaults of the
-// official Qwen3TTSSpeakerEncoderConfig (codec spec §6).
+// official Qwen3TTSSpeakerEncoderConfig (qwen3-tts-codec.md §6).
 func (s *SpeakerEncCfg) applyDefaults() {
 	def := func(v *int, d int) {
 		if *v == 0 {

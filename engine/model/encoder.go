@@ -6,7 +6,8 @@ import (
 )
 
 // CodecEncoderConfig is speech_tokenizer/config.json's encoder_config, a
-// transformers MimiConfig (codec spec §5). Only what the encoder reads.
+// transformers MimiConfig (qwen3-tts-codec.md §5). Only what the encoder
+// reads.
 type CodecEncoderConfig struct {
 	SamplingRate       int     `json:"sampling_rate"`
 	AudioChannels      int     `json:"audio_channels"`
@@ -130,8 +131,8 @@ func (e CodecEncoderConfig) encoderConvLayers(fn func(name string, out, in, k in
 	fn(fmt.Sprintf("encoder.encoder.layers.%d.conv", idx), e.HiddenSize, scale*e.NumFilters, e.LastKernelSize)
 }
 
-// CodecEncoderTensors lists the speech-tokenizer encoder tensors (codec spec
-// §5) as the released checkpoint names them.
+// CodecEncoderTensors lists the speech-tokenizer encoder tensors
+// (qwen3-tts-codec.md §5) as the released checkpoint names them.
 func CodecEncoderTensors(e CodecEncoderConfig) []TensorSpec {
 	var out []TensorSpec
 	e.encoderConvLayers(func(name string, o, i, k int) {

@@ -30,7 +30,7 @@ type SynthOptions struct {
 }
 
 // SynthConfig returns the config.json of a released checkpoint of that size
-// and type (values from the lm spec section 1.2).
+// and type (values from docs/design/qwen3-tts-lm.md §1.2).
 func SynthConfig(size, typ string) (*Config, error) {
 	if typ == "" {
 		typ = TypeCustomVoice
@@ -80,9 +80,9 @@ func SynthConfig(size, typ string) (*Config, error) {
 }
 
 // synthEncoderConfig is the released encoder_config (a transformers
-// MimiConfig; codec spec §5): SEANet 64 filters, strides 4-5-6-8, an 8-layer
-// 512-wide transformer (8 heads x 64, MLP 2048, window 250), 32 RVQ levels of
-// 2048 x 256, one of them semantic.
+// MimiConfig; docs/design/qwen3-tts-codec.md §5): SEANet 64 filters, strides
+// 4-5-6-8, an 8-layer 512-wide transformer (8 heads x 64, MLP 2048, window
+// 250), 32 RVQ levels of 2048 x 256, one of them semantic.
 const synthEncoderConfig = `{"_frame_rate": 12.5, "attention_bias": false, "attention_dropout": 0.0, "audio_channels": 1,
 "codebook_dim": 256, "codebook_size": 2048, "compress": 2, "dilation_growth_rate": 2, "head_dim": 64, "hidden_act": "gelu",
 "hidden_size": 512, "initializer_range": 0.02, "intermediate_size": 2048, "kernel_size": 7, "last_kernel_size": 3,
@@ -103,7 +103,8 @@ var (
 		"sampling_rate": 24000}
 )
 
-// SynthCodecConfig is the released speech_tokenizer/config.json (codec spec section 1).
+// SynthCodecConfig is the released speech_tokenizer/config.json
+// (docs/design/qwen3-tts-codec.md §1).
 func SynthCodecConfig() *CodecConfig {
 	return &CodecConfig{Encoder: json.RawMessage(synthEncoderConfig), ModelType: "qwen3_tts_tokenizer_12hz", EncoderValidNumQuantizers: 16, InputSampleRate: 24000,
 		OutputSampleRate: 24000, DecodeUpsampleRate: 1920, EncodeDownsampleRate: 1920,

@@ -85,7 +85,7 @@ func TestWriteRandomTensorsLoads(t *testing.T) {
 }
 
 // The Base layout: the speaker encoder's 76 tensors on top of the LM, the
-// speech tokenizer's 225 encoder tensors (codec spec §1), and the tensor
+// speech tokenizer's 225 encoder tensors (qwen3-tts-codec.md §1), and the tensor
 // list matches the tiny Base checkpoint's real file name for name.
 func TestSynthBaseLayout(t *testing.T) {
 	c, err := SynthConfig("0.6b", TypeBase)

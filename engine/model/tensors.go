@@ -86,7 +86,7 @@ func qwen3Layer(prefix string, hidden, inter, heads, kvHeads, headDim int) []Ten
 }
 
 // LMTensors lists every tensor of model.safetensors that inference needs
-// (lm spec section 1.4; the speaker encoder too for Base models).
+// (docs/design/qwen3-tts-lm.md §1.4; the speaker encoder too for Base models).
 func LMTensors(c *Config) []TensorSpec {
 	t := c.Talker
 	cp := t.CodePredictor
@@ -120,7 +120,8 @@ func LMTensors(c *Config) []TensorSpec {
 	return out
 }
 
-// SpeakerEncoderTensors lists the ECAPA-TDNN tensors (codec spec section 6).
+// SpeakerEncoderTensors lists the ECAPA-TDNN tensors
+// (docs/design/qwen3-tts-codec.md §6).
 func SpeakerEncoderTensors(s *SpeakerEncCfg) []TensorSpec {
 	if len(s.EncChannels) != 5 || len(s.EncKernelSizes) != 5 || s.EncRes2NetScale <= 0 {
 		return []TensorSpec{spec("speaker_encoder (config: enc_channels/enc_kernel_sizes must have 5 entries)")}
@@ -152,7 +153,8 @@ func SpeakerEncoderTensors(s *SpeakerEncCfg) []TensorSpec {
 	return out
 }
 
-// CodecDecoderTensors lists the speech-tokenizer decoder tensors (codec spec section 2).
+// CodecDecoderTensors lists the speech-tokenizer decoder tensors
+// (docs/design/qwen3-tts-codec.md §2).
 func CodecDecoderTensors(c *CodecConfig) []TensorSpec {
 	d := c.Decoder
 	cbDim := d.CodebookDim / 2

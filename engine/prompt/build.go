@@ -1,8 +1,8 @@
-// Package prompt builds the talker's input for one utterance: the prefill
-// rows and the trailing text rows of lm spec §3 (and the golden README's
-// "Talker prefill"), for CustomVoice, VoiceDesign and Base (x-vector or ICL
-// clone), in the streaming-text and non-streaming layouts. It works on token
-// ids (engine/text makes them) and reads only the weight rows it needs.
+// Package prompt builds the talker's input for one utterance: the prefill rows
+// and the trailing text rows of docs/design/qwen3-tts-lm.md §3, for
+// CustomVoice, VoiceDesign and Base (x-vector or ICL clone), in the
+// streaming-text and non-streaming layouts. It works on token ids (engine/text
+// makes them) and reads only the weight rows it needs.
 package prompt
 
 import (
@@ -19,7 +19,7 @@ import (
 type Request struct {
 	// TextIDs is text.AssistantIDs(text): [im_start, assistant, \n] + T +
 	// [im_end, \n, im_start, assistant, \n]. Only T and the first three ids
-	// are embedded (pitfall 10.5).
+	// are embedded (qwen3-tts-lm.md §10.5).
 	TextIDs  []int
 	Speaker  string // CustomVoice preset voice, case-insensitive
 	Language string // "auto" (also when empty) or a language name, case-insensitive
@@ -151,7 +151,7 @@ func (b *Builder) Build(r Request) (backend.Prompt, error) {
 	pRef, pText := p[:len(v.ref)], p[len(v.ref):]
 
 	tc := b.cfg.Talker
-	// Codec column K (lm spec §3): tags, speaker, pad, bos.
+	// Codec column K (qwen3-tts-lm.md §3): tags, speaker, pad, bos.
 	var tags []int
 	if v.langID < 0 {
 		tags = []int{tc.CodecNoThinkID, tc.CodecThinkBosID, tc.CodecThinkEosID}
@@ -197,8 +197,8 @@ func (b *Builder) Build(r Request) (backend.Prompt, error) {
 	return backend.Prompt{Prefill: prefill, Trailing: copyRows(trailing), TTSPad: slices.Clone(b.ttsPad)}, nil
 }
 
-// iclTail appends the Base ICL rows (lm spec §3 C): text Xt = [P(R), P(T),
-// tts_eos] against codec Xc = [C(bos), F_0..F_{Tref-1}].
+// iclTail appends the Base ICL rows (qwen3-tts-lm.md §3 C): text Xt = [P(R),
+// P(T), tts_eos] against codec Xc = [C(bos), F_0..F_{Tref-1}].
 func (b *Builder) iclTail(prefill, pRef, pText [][]float32, r Request, codecPad, codecBos []float32) (out, trailing [][]float32) {
 	xt := slices.Concat(pRef, pText, [][]float32{b.ttsEos})
 	xc := [][]float32{codecBos}

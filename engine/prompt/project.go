@@ -20,8 +20,8 @@ type TextProjector interface {
 }
 
 // projector computes P(id) = fc2(SiLU(fc1(E[id]) + b1)) + b2 in float32 from
-// the stored (bf16) weights, as the official float32 run does (lm spec §3,
-// pitfall 10.3: a plain MLP with biases, not SwiGLU).
+// the stored (bf16) weights, as the official float32 run does
+// (docs/design/qwen3-tts-lm.md §10.3: a plain MLP with biases, not SwiGLU).
 //
 // With an accelerator set (Builder.SetTextProjector: the CUDA LM does it) the
 // MLP runs there: on the GPU host the CPU products took about 7 ms of a

@@ -1,7 +1,7 @@
-// Package speaker computes a Base model's x-vector from reference audio:
-// the log-mel front end (mel.go) and the ECAPA-TDNN speaker encoder of codec
-// spec §6 (no BatchNorm; every conv reflect-padded "same"). The x-vector
-// takes a speaker token's place in the talker prompt.
+// Package speaker computes a Base model's x-vector from reference audio: the
+// log-mel front end (mel.go) and the ECAPA-TDNN speaker encoder of
+// docs/design/qwen3-tts-codec.md §6 (no BatchNorm; every conv reflect-padded
+// "same"). The x-vector takes a speaker token's place in the talker prompt.
 package speaker
 
 import (

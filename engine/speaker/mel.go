@@ -2,8 +2,8 @@ package speaker
 
 import "math"
 
-// The speaker encoder's mel front end (codec spec §6): 24 kHz input, n_fft =
-// window = 1024, hop 256, 128 Slaney mel bands over 0-12 kHz.
+// The speaker encoder's mel front end (qwen3-tts-codec.md §6): 24 kHz input,
+// n_fft = window = 1024, hop 256, 128 Slaney mel bands over 0-12 kHz.
 const (
 	melFFT  = 1024
 	melHop  = 256

@@ -8,15 +8,16 @@ import (
 	"strings"
 )
 
-// Qwen2Regex is the split rule of the released Qwen2 tokenizer (lm spec §2).
-// Talkbox uses it by default: it is what a hub-id load of the official package
-// uses and most likely what the model was trained with.
+// Qwen2Regex is the split rule of the released Qwen2 tokenizer
+// (docs/design/qwen3-tts-lm.md §2). Talkbox uses it by default: it is what a
+// hub-id load of the official package uses and most likely what the model was
+// trained with.
 const Qwen2Regex = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 
 // OfficialRegex is the rule the official loader ends up with when it opens a
-// local model directory (transformers 4.57.3 with fix_mistral_regex=True, lm
-// spec §10.12). The golden ids and every case's text_input_ids use it. It
-// differs from Qwen2Regex only for case changes inside a word (iPhone,
+// local model directory (transformers 4.57.3 with fix_mistral_regex=True,
+// qwen3-tts-lm.md §10.12). The golden ids and every case's text_input_ids use
+// it. It differs from Qwen2Regex only for case changes inside a word (iPhone,
 // camelCase) and some combining marks.
 const OfficialRegex = `[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 
@@ -24,9 +25,9 @@ const OfficialRegex = `[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}
 // tokenizer (Qwen2Converter): NFC, Split(regex, Isolated) then ByteLevel
 // without its own regex, byte-level BPE with empty affixes. The added tokens
 // are deliberately absent: this document encodes user text only, so a typed
-// "<|im_end|>" can never become a control token (desktop notes §6). Template
-// tokens are inserted by id (template.go). No post-processor: nothing is
-// added around the ids.
+// "<|im_end|>" can never become a control token (docs/design/platform.md,
+// Tokenizer). Template tokens are inserted by id (template.go). No
+// post-processor: nothing is added around the ids.
 type document struct {
 	Version       string        `json:"version"`
 	Truncation    any           `json:"truncation"`

@@ -1,12 +1,12 @@
 package text
 
-// The chat templates of lm spec §2. The official code tokenizes the whole
-// templated string; Talkbox encodes only the user's part and inserts the
-// template ids by number, so nothing the user types can act as a control
-// token. The results equal the official ids except where the official
-// tokenizer merges the template's "\n" with newlines at the start of the text
-// (text starting with "\n" or "\r"): there Talkbox keeps them apart, which is
-// also what the fixed slices of the official prompt builder assume.
+// The chat templates of docs/design/qwen3-tts-lm.md §2. The official code
+// tokenizes the whole templated string; Talkbox encodes only the user's part
+// and inserts the template ids by number, so nothing the user types can act as
+// a control token. The results equal the official ids except where the
+// official tokenizer merges the template's "\n" with newlines at the start of
+// the text (text starting with "\n" or "\r"): there Talkbox keeps them apart,
+// which is also what the fixed slices of the official prompt builder assume.
 
 // AssistantIDs returns the ids of "<|im_start|>assistant\n{text}<|im_end|>\n
 // <|im_start|>assistant\n": [im_start, assistant, \n] + T + [im_end, \n,

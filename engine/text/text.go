@@ -1,7 +1,7 @@
-// Package text is Talkbox's text front end: the Qwen2 byte-level BPE
-// tokenizer of a Qwen3-TTS checkpoint, run by the Hugging Face tokenizers
-// library (github.com/daulet/tokenizers), and the chat templates of lm spec §2,
-// whose control tokens are inserted by id.
+// Package text is Talkbox's text front end: the Qwen2 byte-level BPE tokenizer
+// of a Qwen3-TTS checkpoint, run by the Hugging Face tokenizers library
+// (github.com/daulet/tokenizers), and the chat templates of
+// docs/design/qwen3-tts-lm.md §2, whose control tokens are inserted by id.
 //
 // The checkpoint ships vocab.json, merges.txt and tokenizer_config.json but no
 // tokenizer.json, so Open builds that document in memory (document.go).
