@@ -267,8 +267,7 @@ func rssMB() float64 {
 // gpuMemMB is the GPU memory this process holds, from nvidia-smi; nil off
 // the GPU or without nvidia-smi.
 func gpuMemMB(device string) *float64 {
-	if !strings.Contains(strings.ToLower(device), "cuda") && !strings.Contains(strings.ToLower(device), "gpu") &&
-		!strings.Contains(device, "NVIDIA") && !strings.Contains(device, "H100") {
+	if strings.HasPrefix(device, "CPU") {
 		return nil
 	}
 	out, err := exec.Command("nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits").Output()
