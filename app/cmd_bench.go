@@ -365,7 +365,7 @@ func synthesizeOnce(e *engine.Engine, f benchFlags, voice string, seed uint64) (
 }
 
 func openBenchEngine(f benchFlags) (*engine.Engine, string, error) {
-	e, err := engine.Open(f.dir, engine.Options{Backend: f.backend, Threads: f.threads})
+	e, err := engine.Open(context.Background(), f.dir, engine.Options{Backend: f.backend, Threads: f.threads})
 	if err != nil {
 		return nil, "", err
 	}

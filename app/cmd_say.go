@@ -95,7 +95,7 @@ func runSay(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	e, err := engine.Open(dir, engine.Options{Backend: *backendName, Threads: *threads, OfficialRegex: *officialRegex})
+	e, err := engine.Open(ctx, dir, engine.Options{Backend: *backendName, Threads: *threads, OfficialRegex: *officialRegex})
 	if err != nil {
 		return err
 	}

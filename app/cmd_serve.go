@@ -60,7 +60,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	e, err := engine.Open(dir, engine.Options{Backend: *backendName, Threads: *threads, Logger: log})
+	e, err := engine.Open(context.Background(), dir, engine.Options{Backend: *backendName, Threads: *threads, Logger: log})
 	if err != nil {
 		return err
 	}

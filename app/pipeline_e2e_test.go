@@ -23,7 +23,7 @@ func TestPullLoadSynthesizePlay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := engine.Open(dir, engine.Options{Backend: engine.BackendCPU})
+	e, err := engine.Open(context.Background(), dir, engine.Options{Backend: engine.BackendCPU})
 	if err != nil {
 		t.Fatalf("pulled model does not load: %v", err)
 	}

@@ -7,6 +7,7 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -47,7 +48,7 @@ func openRealEngine(dir string) (ui.Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e, err := engine.Open(dir, engine.Options{Logger: slog.Default()})
+	e, err := engine.Open(context.Background(), dir, engine.Options{Logger: slog.Default()})
 	if err != nil {
 		return nil, err
 	}

@@ -78,11 +78,15 @@ type Engine struct {
 }
 
 // Open loads the checkpoint in dir (configs, weights, tokenizer, codec) and
-// starts the chosen backend.
-func Open(dir string, o Options) (*Engine, error) {
+// starts the chosen backend. Cancelling ctx stops it between those steps
+// and during the GPU warm-up; the error then wraps ctx.Err().
+func Open(ctx context.Context, dir string, o Options) (*Engine, error) {
 	log := o.Logger
 	if log == nil {
 		log = slog.Default()
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("opening %s: %w", dir, err)
 	}
 	m, err := model.Load(dir, model.Options{RequireCodec: true})
 	if err != nil {
@@ -92,6 +96,13 @@ func Open(dir string, o Options) (*Engine, error) {
 	fail := func(err error) (*Engine, error) {
 		e.Close()
 		return nil, err
+	}
+	// stopped reports a cancelled ctx as Open's error.
+	stopped := func() error {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("opening %s: %w", dir, err)
+		}
+		return nil
 	}
 	if e.tok, err = text.Open(dir, text.Options{OfficialRegex: o.OfficialRegex}); err != nil {
 		return fail(err)
@@ -104,7 +115,13 @@ func Open(dir string, o Options) (*Engine, error) {
 		return fail(err)
 	}
 	e.codec = dec
+	if err := stopped(); err != nil {
+		return fail(err)
+	}
 	if e.lm, e.gpuNote, err = openLM(m, o, log); err != nil {
+		return fail(err)
+	}
+	if err := stopped(); err != nil {
 		return fail(err)
 	}
 	// With the LM on the GPU, decode there too (its own CUDA stream, so the
@@ -127,12 +144,15 @@ func Open(dir string, o Options) (*Engine, error) {
 		} else {
 			log.Info("GPU codec unavailable, decoding on the CPU", "reason", err)
 		}
-		if !e.warmUp() {
+		if !e.warmUp(ctx) && ctx.Err() == nil {
 			// The pipeline could not run (no request fits this model without
 			// the caller's input): warm the LM alone.
 			if err := gpuLM.Warmup(); err != nil {
 				log.Info("LM warm-up failed", "reason", err)
 			}
+		}
+		if err := stopped(); err != nil {
+			return fail(err)
 		}
 	}
 	return e, nil
@@ -156,7 +176,7 @@ func codecSMs(sms int) int {
 // is as fast as the tenth. Only for the GPU: there it costs milliseconds,
 // while on the CPU it would cost seconds of start-up for little gain. It
 // reports whether the requests could run.
-func (e *Engine) warmUp() bool {
+func (e *Engine) warmUp(ctx context.Context) bool {
 	start := time.Now()
 	voice := ""
 	if vs := e.Voices(); len(vs) > 0 {
@@ -169,7 +189,7 @@ func (e *Engine) warmUp() bool {
 			if !sampled {
 				req.Talker, req.Predictor = &greedy, &greedy
 			}
-			ch, err := e.Synthesize(context.Background(), req)
+			ch, err := e.Synthesize(ctx, req)
 			if err != nil {
 				e.log.Info("warm-up skipped", "reason", err)
 				return false
@@ -205,7 +225,7 @@ func openLM(m *model.Model, o Options, log *slog.Logger) (lm backend.LM, gpuNote
 	case BackendCUDA:
 		lm, err := cuda.New(m, gpu)
 		if errors.Is(err, cuda.ErrUnavailable) {
-			return nil, "", fmt.Errorf("%w: %v", ErrNoGPU, err)
+			return nil, "", fmt.Errorf("%w: %w", ErrNoGPU, err)
 		}
 		return lm, "", err
 	}
@@ -335,7 +355,7 @@ type resettableStream interface {
 func (e *Engine) takeCodecStream() (backend.CodecStream, error) {
 	if cs := e.idleCodec; cs != nil {
 		e.idleCodec = nil
-		if err := cs.(resettableStream).Reset(); err == nil {
+		if rs, ok := cs.(resettableStream); ok && rs.Reset() == nil {
 			return cs, nil
 		}
 		cs.Close()

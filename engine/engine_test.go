@@ -9,6 +9,7 @@ import (
 	"talkbox/engine/backend"
 	"talkbox/engine/golden"
 	"talkbox/engine/sample"
+	"talkbox/engine/text"
 	"talkbox/engine/voice"
 )
 
@@ -38,7 +39,7 @@ func TestSynthesizeMatchesGoldenEndToEnd(t *testing.T) {
 	for _, name := range []string{"cv_en_ryan_nonstream", "cv_zh_vivian_stream", "cv_auto_eric_dialect_nonstream"} {
 		t.Run(name, func(t *testing.T) {
 			c := golden.OpenCase(t, name)
-			e, err := Open(c.Checkpoint, Options{Backend: BackendCPU, OfficialRegex: true})
+			e, err := Open(context.Background(), c.Checkpoint, Options{Backend: BackendCPU, OfficialRegex: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -73,7 +74,7 @@ func TestSynthesizeMatchesGoldenEndToEnd(t *testing.T) {
 }
 
 func TestSynthesizeBadRequests(t *testing.T) {
-	e, err := Open(golden.Checkpoint(t, "qwen3-tts-tiny-customvoice"), Options{Backend: BackendCPU})
+	e, err := Open(context.Background(), golden.Checkpoint(t, "qwen3-tts-tiny-customvoice"), Options{Backend: BackendCPU})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,17 +93,49 @@ func TestSynthesizeBadRequests(t *testing.T) {
 			t.Errorf("%q/%q/%q: got %v, want %v", tc.req.Text[:min(len(tc.req.Text), 8)], tc.req.Voice, tc.req.Language, err, tc.want)
 		}
 	}
-	if _, err := Open(t.TempDir(), Options{}); err == nil {
+	if _, err := Open(context.Background(), t.TempDir(), Options{}); err == nil {
 		t.Error("empty directory opened")
 	}
-	if _, err := Open(golden.Checkpoint(t, "qwen3-tts-tiny-customvoice"), Options{Backend: "tpu"}); err == nil {
+	if _, err := Open(context.Background(), golden.Checkpoint(t, "qwen3-tts-tiny-customvoice"), Options{Backend: "tpu"}); err == nil {
 		t.Error("unknown backend accepted")
+	}
+	dead, stop := context.WithCancel(context.Background())
+	stop()
+	if _, err := Open(dead, golden.Checkpoint(t, "qwen3-tts-tiny-customvoice"), Options{Backend: BackendCPU}); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled context: %v, want context.Canceled", err)
+	}
+}
+
+// An error keeps both causes: the engine's sentinel and what stopped it.
+func TestErrorsKeepBothCauses(t *testing.T) {
+	e, err := Open(context.Background(), golden.Checkpoint(t, "qwen3-tts-tiny-customvoice"), Options{Backend: BackendCPU})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	ch, err := e.Synthesize(ctx, Request{Text: "Hello there.", Voice: "ryan", ExactFrames: 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	var final Chunk
+	for c := range ch {
+		if c.Final {
+			final = c
+		}
+	}
+	if !errors.Is(final.Err, ErrCancelled) || !errors.Is(final.Err, context.Canceled) {
+		t.Errorf("cancelled utterance: %v, want ErrCancelled and context.Canceled", final.Err)
+	}
+	if !errors.Is(ErrTextTooLong, text.ErrTextTooLong) {
+		t.Error("engine and tokenizer name \"too long\" with two values")
 	}
 }
 
 // Cancel mid-utterance, then synthesise again: the second run equals a fresh one.
 func TestCancelThenSynthesizeAgain(t *testing.T) {
-	e, err := Open(golden.Checkpoint(t, "qwen3-tts-tiny-customvoice"), Options{Backend: BackendCPU})
+	e, err := Open(context.Background(), golden.Checkpoint(t, "qwen3-tts-tiny-customvoice"), Options{Backend: BackendCPU})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,12 +173,12 @@ func TestCancelThenSynthesizeAgain(t *testing.T) {
 // ErrNoGPU and auto falls back to the CPU.
 func TestBackendSelectionWithoutGPU(t *testing.T) {
 	ck := golden.Checkpoint(t, "qwen3-tts-tiny-customvoice")
-	if _, err := Open(ck, Options{Backend: BackendCUDA}); err == nil {
+	if _, err := Open(context.Background(), ck, Options{Backend: BackendCUDA}); err == nil {
 		t.Skip("a GPU backend is available here; this test covers machines without one")
 	} else if !errors.Is(err, ErrNoGPU) {
 		t.Fatalf("cuda without a GPU: %v, want ErrNoGPU", err)
 	}
-	e, err := Open(ck, Options{Backend: BackendAuto})
+	e, err := Open(context.Background(), ck, Options{Backend: BackendAuto})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +193,7 @@ func TestBackendSelectionWithoutGPU(t *testing.T) {
 // clone, Synthesize derives the voice's data and gives the official codes.
 func TestClonedVoiceRequests(t *testing.T) {
 	c := golden.OpenCase(t, "base_xvec_en_stream")
-	e, err := Open(c.Checkpoint, Options{Backend: BackendCPU, OfficialRegex: true})
+	e, err := Open(context.Background(), c.Checkpoint, Options{Backend: BackendCPU, OfficialRegex: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +228,7 @@ func TestClonedVoiceRequests(t *testing.T) {
 	}
 
 	cv := golden.OpenCase(t, "cv_en_ryan_nonstream")
-	e2, err := Open(cv.Checkpoint, Options{Backend: BackendCPU})
+	e2, err := Open(context.Background(), cv.Checkpoint, Options{Backend: BackendCPU})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -33,7 +34,7 @@ func TestGPUNoteOnFallback(t *testing.T) {
 		t.Skip("a GPU is usable here; the fallback note is not shown")
 	}
 	ck := golden.Checkpoint(t, "qwen3-tts-tiny-customvoice")
-	e, err := Open(ck, Options{})
+	e, err := Open(context.Background(), ck, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +42,7 @@ func TestGPUNoteOnFallback(t *testing.T) {
 	if e.GPUNote() == "" {
 		t.Fatal("CPU fallback without a reason")
 	}
-	c, err := Open(ck, Options{Backend: BackendCPU})
+	c, err := Open(context.Background(), ck, Options{Backend: BackendCPU})
 	if err != nil {
 		t.Fatal(err)
 	}

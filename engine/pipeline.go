@@ -170,7 +170,7 @@ func (s *stream) finish(ctx context.Context, out chan<- Chunk, stats *Stats, err
 		stats.RTF = stats.Wall.Seconds() / stats.AudioSeconds
 	}
 	if err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
-		err = fmt.Errorf("%w: %v", ErrCancelled, err)
+		err = fmt.Errorf("%w: %w", ErrCancelled, err)
 		stats.Stop = backend.StopCancelled
 	}
 	final := Chunk{Final: true, Since: time.Since(s.start), Err: err, Stats: stats}

@@ -7,18 +7,19 @@ import (
 	"talkbox/engine/backend"
 	"talkbox/engine/prompt"
 	"talkbox/engine/sample"
+	"talkbox/engine/text"
 	"talkbox/engine/voice"
 )
 
 // Sentinel errors a caller can branch on. The request errors are the prompt
-// builder's own, so there is one value per condition.
+// builder's and the tokenizer's own, so there is one value per condition.
 var (
 	ErrNoGPU          = errors.New("no usable GPU")
 	ErrUnknownVoice   = prompt.ErrUnknownVoice
 	ErrUnknownLang    = prompt.ErrUnknownLanguage
 	ErrEmptyText      = prompt.ErrEmptyText
 	ErrUnsupportedReq = prompt.ErrUnsupported
-	ErrTextTooLong    = errors.New("text too long")
+	ErrTextTooLong    = text.ErrTextTooLong // the tokenizer's: one value for "too long" wherever it is found
 	ErrCancelled      = errors.New("cancelled")
 	// ErrNeedsClone: a Base model speaks only in a cloned voice.
 	ErrNeedsClone = errors.New("this Base model speaks in a cloned voice: add one from a recording first")

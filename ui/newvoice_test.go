@@ -46,7 +46,7 @@ func TestNewVoiceFlow(t *testing.T) {
 	u := New(Config{
 		Models: []Model{{Name: "tiny base", Dir: dir}},
 		Open: func(dir string) (Engine, error) {
-			e, err := engine.Open(dir, engine.Options{Backend: engine.BackendCPU})
+			e, err := engine.Open(context.Background(), dir, engine.Options{Backend: engine.BackendCPU})
 			if err != nil {
 				return nil, err
 			}

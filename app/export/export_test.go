@@ -34,7 +34,7 @@ const twoSentences = "Hello there. This is the second sentence!"
 
 func openTiny(t *testing.T) *engine.Engine {
 	t.Helper()
-	e, err := engine.Open(golden.Checkpoint(t, "qwen3-tts-tiny-customvoice"), engine.Options{Backend: engine.BackendCPU})
+	e, err := engine.Open(context.Background(), golden.Checkpoint(t, "qwen3-tts-tiny-customvoice"), engine.Options{Backend: engine.BackendCPU})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ import (
 // voice name (a path) gets 400 with the list and never reaches a file; the
 // speaker embedding derived on first use is kept in the voice file.
 func TestClonedVoices(t *testing.T) {
-	base, err := engine.Open(golden.Checkpoint(t, "qwen3-tts-tiny-base"), engine.Options{Backend: engine.BackendCPU, Threads: 1})
+	base, err := engine.Open(context.Background(), golden.Checkpoint(t, "qwen3-tts-tiny-base"), engine.Options{Backend: engine.BackendCPU, Threads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

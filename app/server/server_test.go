@@ -47,7 +47,9 @@ func TestMain(m *testing.M) {
 func tinyEngine(t *testing.T) *engine.Engine {
 	t.Helper()
 	dir := golden.Checkpoint(t, "qwen3-tts-tiny-customvoice")
-	engOnce.Do(func() { eng, engErr = engine.Open(dir, engine.Options{Backend: engine.BackendCPU, Threads: 1}) })
+	engOnce.Do(func() {
+		eng, engErr = engine.Open(context.Background(), dir, engine.Options{Backend: engine.BackendCPU, Threads: 1})
+	})
 	if engErr != nil {
 		t.Fatal(engErr)
 	}

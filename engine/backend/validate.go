@@ -54,10 +54,10 @@ func Validate(p Prompt, opt GenerateOptions, l Limits) error {
 		return err
 	}
 	if err := opt.Talker.Validate(); err != nil {
-		return fmt.Errorf("%w: talker: %v", ErrBadOptions, err)
+		return fmt.Errorf("%w: talker: %w", ErrBadOptions, err)
 	}
 	if err := opt.Predictor.Validate(); err != nil {
-		return fmt.Errorf("%w: code predictor: %v", ErrBadOptions, err)
+		return fmt.Errorf("%w: code predictor: %w", ErrBadOptions, err)
 	}
 	if opt.MaxFrames < 0 || opt.ExactFrames < 0 {
 		return fmt.Errorf("%w: MaxFrames %d and ExactFrames %d must not be negative", ErrBadOptions, opt.MaxFrames, opt.ExactFrames)

@@ -79,7 +79,7 @@ func NewLM(m *model.Model, opt Options) (*LM, error) {
 	defer runtime.UnlockOSThread()
 	name, _, _, _, err := deviceInfo(opt.Device)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	hw, err := buildWeights(m, spec)
 	if err != nil {
@@ -309,7 +309,7 @@ func (lm *LM) Generate(ctx context.Context, p backend.Prompt, opt backend.Genera
 	}
 	ts, ps := cSampler(opt.Talker), cSampler(opt.Predictor)
 	if C.c_set_sampling(lm.e, &ts, &ps, C.uint64_t(opt.Seed), C.int(boolInt(exact))) != 0 {
-		return res, fmt.Errorf("%w: %v", ErrBadOptions, lastError("sampling"))
+		return res, fmt.Errorf("%w: %w", ErrBadOptions, lastError("sampling"))
 	}
 	res.PrefillRows = len(p.Prefill)
 	start := time.Now()

@@ -50,7 +50,7 @@ func New(d *codec.Decoder) (*Codec, error) {
 	}
 	name, err := deviceName(0)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	h, err := newHostWeights(d)
 	if err != nil {

@@ -104,7 +104,7 @@ func main() {
 
 func run(dir, backendName string, n, warm, maxFrames int, seed uint64, threads int, rssBound float64) (*report, error) {
 	rep := &report{Model: dir, Backend: backendName, Utterances: n, WarmUp: warm, RSSBoundMB: rssBound}
-	e, err := engine.Open(dir, engine.Options{Backend: backendName, Threads: threads})
+	e, err := engine.Open(context.Background(), dir, engine.Options{Backend: backendName, Threads: threads})
 	if err != nil {
 		return nil, err
 	}
