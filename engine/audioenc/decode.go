@@ -28,7 +28,8 @@ type Decoded struct {
 
 // Decode reads a whole stream of format f back, for checks and tests: WAV
 // through engine/wav, FLAC through github.com/mewkiz/flac, Opus through
-// libopusfile.
+// libopusfile. (mewkiz/flac's decoder prints a note through the standard
+// logger for every 24 kHz frame; tests silence it with log.SetOutput.)
 func Decode(b []byte, f Format) (Decoded, error) {
 	switch f {
 	case WAV:
