@@ -106,6 +106,8 @@ type benchFlags struct {
 	streams, stability              int
 	cloneSeconds                    float64
 	cloneOnly                       bool
+	fusedMaxLen                     int
+	prefill                         string
 }
 
 func runBench(args []string, stdout, stderr io.Writer) error {
@@ -126,6 +128,8 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&f.cloneOnly, "clone-only", false, "time only the voice-clone encoders")
 	fs.StringVar(&f.text, "text", "Talkbox reads this sentence aloud to measure how fast the first audio arrives.", "text for the end-to-end runs")
 	fs.StringVar(&f.voice, "voice", "", "voice for the end-to-end runs (default: the first preset)")
+	intFlagVar(fs, &f.fusedMaxLen, "fused-max-len", 0, -1, 1<<20, "", "CUDA LM timings: longest talker context run with attention fused into O (0 = the library's default, -1 = never)")
+	fs.StringVar(&f.prefill, "prefill", "tensor-cores", "CUDA LM timings: prefill path, tensor-cores or passes")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -145,6 +149,9 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	}
 	if f.backend != engine.BackendCPU && f.backend != engine.BackendCUDA {
 		return usageErrorf("unknown backend %q (want cpu or cuda)", f.backend)
+	}
+	if f.prefill != "tensor-cores" && f.prefill != "passes" {
+		return usageErrorf("--prefill %q: want tensor-cores or passes", f.prefill)
 	}
 	m, err := model.Load(f.dir, model.Options{})
 	if err != nil {
@@ -240,7 +247,11 @@ func benchCPULM(m *model.Model, f benchFlags, rep *benchReport) error {
 func benchCUDALM(m *model.Model, f benchFlags, rep *benchReport) error {
 	start := time.Now()
 	// The KV cache must hold the stability run's frames after the prompt.
-	lm, err := cuda.NewLM(m, cuda.Options{MaxPositions: max(backend.DefaultPositions, f.rows+f.stability+64)})
+	opt := cuda.Options{MaxPositions: max(backend.DefaultPositions, f.rows+f.stability+64), FusedMaxLen: f.fusedMaxLen}
+	if f.prefill == "passes" {
+		opt.Prefill = cuda.PrefillPasses
+	}
+	lm, err := cuda.NewLM(m, opt)
 	if err != nil {
 		return err
 	}

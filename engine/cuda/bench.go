@@ -1,14 +1,13 @@
 package cuda
 
 /*
-#include "native_api.h"
+#include "loader.h"
 */
 import "C"
 
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"unsafe"
 
 	"talkbox/engine/backend"
@@ -40,11 +39,10 @@ func (lm *LM) Bench(p backend.Prompt, talker, predictor sample.Params, kind Benc
 	if err := lm.spec.Validate(p, backend.GenerateOptions{Talker: talker, Predictor: predictor}); err != nil {
 		return nil, err
 	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
+	var ce C.nl_err
 	ts, ps := cSampler(talker), cSampler(predictor)
-	if C.c_set_sampling(lm.e, &ts, &ps, 1, 1) != 0 {
-		return nil, lastError("sampling")
+	if C.nl_tb_set_sampling(lm.e, &ts, &ps, 1, 1, &ce) != 0 {
+		return nil, failed("sampling", &ce)
 	}
 	rows := flatten(p.Prefill, lm.spec.Hidden)
 	var trailPtr *C.float
@@ -53,13 +51,13 @@ func (lm *LM) Bench(p backend.Prompt, talker, predictor sample.Params, kind Benc
 		trailPtr = (*C.float)(unsafe.Pointer(&trail[0]))
 	}
 	var g0 C.int32_t
-	if C.c_prefill(lm.e, (*C.float)(unsafe.Pointer(&rows[0])), C.int(len(p.Prefill)), trailPtr, C.int(len(p.Trailing)),
-		(*C.float)(unsafe.Pointer(&p.TTSPad[0])), &g0) != 0 {
-		return nil, lastError("prefill")
+	if C.nl_tb_prefill(lm.e, (*C.float)(unsafe.Pointer(&rows[0])), C.int(len(p.Prefill)), trailPtr, C.int(len(p.Trailing)),
+		(*C.float)(unsafe.Pointer(&p.TTSPad[0])), &g0, &ce) != 0 {
+		return nil, failed("prefill", &ce)
 	}
 	ms := make([]float32, iters)
-	if C.c_bench(lm.e, C.int(kind), C.int(iters), (*C.float)(unsafe.Pointer(&ms[0]))) != 0 {
-		return nil, lastError("bench")
+	if C.nl_tb_bench(lm.e, C.int(kind), C.int(iters), (*C.float)(unsafe.Pointer(&ms[0])), &ce) != 0 {
+		return nil, failed("bench", &ce)
 	}
 	return ms, nil
 }

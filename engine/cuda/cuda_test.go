@@ -3,6 +3,7 @@ package cuda
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"talkbox/engine/backendtest"
 	"talkbox/engine/golden"
 	"talkbox/engine/model"
+	"talkbox/engine/nativelib"
 	"talkbox/engine/sample"
 )
 
@@ -25,7 +27,7 @@ func requireGPU(t *testing.T) {
 }
 
 func TestMissingLibraryIsUnavailable(t *testing.T) {
-	_, err := openLibrary(filepath.Join(t.TempDir(), LibraryName))
+	err := nativelib.LM.Open(filepath.Join(t.TempDir(), LibraryName))
 	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("error %v does not wrap ErrUnavailable", err)
 	}
@@ -42,20 +44,11 @@ var (
 )
 
 // engineFor loads (once per test binary) the CUDA LM of a golden checkpoint.
-func engineFor(t *testing.T, dir string) *LM { return engineWithPrefill(t, dir, prefillTensorCores) }
+func engineFor(t *testing.T, dir string) *LM { return engineWithPrefill(t, dir, PrefillTensorCores) }
 
-// The library's two prefill paths; it reads EnvPrefill when an engine is created.
-const (
-	prefillTensorCores = ""       // the default: all prompt rows at once on tensor cores
-	prefillPasses      = "passes" // the cooperative kernel's passes of a few rows
-)
+func lmCacheKey(dir string, prefill Prefill) string { return fmt.Sprintf("%s#%d", dir, prefill) }
 
-// EnvPrefill selects the native library's prefill path (native/src/engine.cu).
-const EnvPrefill = "TALKBOX_PREFILL"
-
-func lmCacheKey(dir, prefill string) string { return dir + "#" + prefill }
-
-func engineWithPrefill(t *testing.T, dir, prefill string) *LM {
+func engineWithPrefill(t *testing.T, dir string, prefill Prefill) *LM {
 	t.Helper()
 	lmCacheMu.Lock()
 	defer lmCacheMu.Unlock()
@@ -67,8 +60,7 @@ func engineWithPrefill(t *testing.T, dir, prefill string) *LM {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv(EnvPrefill, prefill)
-	lm, err := NewLM(m, Options{MaxPositions: 256})
+	lm, err := NewLM(m, Options{MaxPositions: 256, Prefill: prefill})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,11 +134,11 @@ func TestBackendSuite(t *testing.T) {
 }
 
 // Teacher-forced logits through the cooperative kernel's prefill passes
-// (TALKBOX_PREFILL=passes); the suite's run takes the tensor-core prefill
-// every request takes.
+// (PrefillPasses); the suite's run takes the tensor-core prefill every
+// request takes.
 func TestGoldenTeacherForcedLogitsPrefillPasses(t *testing.T) {
 	requireGPU(t)
-	gpuSuite(func(t *testing.T, dir string) backend.LM { return engineWithPrefill(t, dir, prefillPasses) }).TestTeacherForcedLogits(t)
+	gpuSuite(func(t *testing.T, dir string) backend.LM { return engineWithPrefill(t, dir, PrefillPasses) }).TestTeacherForcedLogits(t)
 }
 
 // The same on a grid with a quarter of the SMs left to the GPU codec, as the
@@ -156,20 +148,19 @@ func TestGoldenTeacherForcedLogitsPrefillPasses(t *testing.T) {
 func TestGoldenTeacherForcedLogitsReservedSMs(t *testing.T) {
 	requireGPU(t)
 	gpuSuite(func(t *testing.T, dir string) backend.LM {
-		t.Setenv(EnvPrefill, prefillTensorCores)
-		return reservedLM(t, dir) // one per case, closed when the case ends
+		return reservedLM(t, dir, PrefillTensorCores) // one per case, closed when the case ends
 	}).TestTeacherForcedLogits(t)
 }
 
 // A new LM (not the shared one of engineWithPrefill) launching on a quarter
 // fewer SMs; closed when the test that asked for it ends.
-func reservedLM(t *testing.T, dir string) *LM {
+func reservedLM(t *testing.T, dir string, prefill Prefill) *LM {
 	t.Helper()
 	m, err := model.Load(dir, model.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lm, err := NewLM(m, Options{MaxPositions: 256})
+	lm, err := NewLM(m, Options{MaxPositions: 256, Prefill: prefill})
 	m.Close()
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,7 @@
 package cuda
 
 /*
-#include "native_api.h"
+#include "loader.h"
 */
 import "C"
 
@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"runtime"
 	"sync"
 	"time"
 	"unsafe"
@@ -31,6 +30,39 @@ type Options struct {
 	// first call, and for engine.Open, whose warm-up runs the whole pipeline
 	// (the LM's greedy and sampled paths included) once.
 	SkipWarmup bool
+	// FusedMaxLen is the longest talker context (positions) at which a talker
+	// step fuses attention with the O projection; past it the step runs five
+	// phases a layer. 0 keeps the library's default (tb_params.fused_max_len,
+	// from the H100 context sweep); negative: never fused. For tuning sweeps.
+	FusedMaxLen int
+	// Prefill picks the prefill path (PrefillTensorCores unless set).
+	Prefill Prefill
+}
+
+// Prefill is how the prompt runs through the talker.
+type Prefill int
+
+const (
+	// PrefillTensorCores runs every prompt row at once with tensor-core GEMMs.
+	PrefillTensorCores Prefill = C.TB_PREFILL_TENSOR_CORES
+	// PrefillPasses runs the cooperative decode kernel over a few rows a
+	// pass: the reference the tensor-core path is tested against.
+	PrefillPasses Prefill = C.TB_PREFILL_PASSES
+)
+
+// params is o as the library's create parameters.
+func (o Options) params(maxPositions int) C.tb_params {
+	p := C.nl_tb_default_params()
+	p.device = C.int(o.Device)
+	p.max_positions = C.int(maxPositions)
+	p.prefill = C.int(o.Prefill)
+	switch {
+	case o.FusedMaxLen < 0:
+		p.fused_max_len = 0
+	case o.FusedMaxLen > 0:
+		p.fused_max_len = C.int(o.FusedMaxLen)
+	}
+	return p
 }
 
 // ErrBadPrompt and ErrBadOptions are wrapped by validation errors (the
@@ -75,8 +107,7 @@ func NewLM(m *model.Model, opt Options) (*LM, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cuda: %w", err)
 	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
+	var ce C.nl_err
 	name, _, _, _, err := deviceInfo(opt.Device)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
@@ -85,15 +116,16 @@ func NewLM(m *model.Model, opt Options) (*LM, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := C.c_create(hw.w, C.int(opt.Device))
+	params := opt.params(spec.Positions)
+	e := C.nl_tb_create(hw.w, &params, &ce)
 	textH := int(hw.w.text_hidden)
 	hw.free()
 	if e == nil {
-		return nil, fmt.Errorf("%s: %w", m.Dir, lastError("create engine"))
+		return nil, fmt.Errorf("%s: %w", m.Dir, failed("create engine", &ce))
 	}
 	lm := &LM{e: e, device: name, spec: spec, textH: textH}
 	var g, th, sm, mm C.int
-	C.c_geometry(e, &g, &th, &sm, &mm)
+	C.nl_tb_geometry(e, &g, &th, &sm, &mm, &ce)
 	lm.grid, lm.threads, lm.smem, lm.tokensPerPass = int(g), int(th), int(sm), int(mm)
 	if !opt.SkipWarmup {
 		if err := lm.Warmup(); err != nil {
@@ -120,13 +152,12 @@ func (lm *LM) ReserveSMs(n int) error {
 	if lm.e == nil {
 		return errors.New("cuda: ReserveSMs on a closed LM")
 	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if C.c_reserve_sms(lm.e, C.int(n)) != 0 {
-		return lastError("reserve SMs")
+	var ce C.nl_err
+	if C.nl_tb_reserve_sms(lm.e, C.int(n), &ce) != 0 {
+		return failed("reserve SMs", &ce)
 	}
 	var g, th, sm, mm C.int
-	C.c_geometry(lm.e, &g, &th, &sm, &mm)
+	C.nl_tb_geometry(lm.e, &g, &th, &sm, &mm, &ce)
 	lm.grid = int(g)
 	return nil
 }
@@ -143,7 +174,7 @@ func (lm *LM) Close() error {
 	lm.projMu.Lock()
 	defer lm.projMu.Unlock()
 	if lm.e != nil {
-		C.c_destroy(lm.e)
+		C.nl_tb_destroy(lm.e)
 		lm.e = nil
 	}
 	return nil
@@ -176,11 +207,10 @@ func (lm *LM) ProjectText(x []float32, rows, textH int) ([]float32, error) {
 	if len(x) != rows*textH {
 		return nil, fmt.Errorf("cuda: ProjectText: %d values for %d rows of %d", len(x), rows, textH)
 	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
+	var ce C.nl_err
 	out := make([]float32, rows*lm.spec.Hidden)
-	if C.c_project_text(lm.e, (*C.float)(unsafe.Pointer(&x[0])), C.int(rows), (*C.float)(unsafe.Pointer(&out[0]))) != 0 {
-		return nil, lastError("project text")
+	if C.nl_tb_project_text(lm.e, (*C.float)(unsafe.Pointer(&x[0])), C.int(rows), (*C.float)(unsafe.Pointer(&out[0])), &ce) != 0 {
+		return nil, failed("project text", &ce)
 	}
 	return out, nil
 }
@@ -242,15 +272,14 @@ func (lm *LM) sampleOnce(logits []float32, p sample.Params, seed uint64, frame, 
 	if len(logits) == 0 {
 		return -1, errors.New("cuda: sample needs logits")
 	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
+	var ce C.nl_err
 	ts, ps := cSampler(sample.Greedy()), cSampler(p)
-	if C.c_set_sampling(lm.e, &ts, &ps, C.uint64_t(seed), 0) != 0 {
-		return -1, lastError("sampling")
+	if C.nl_tb_set_sampling(lm.e, &ts, &ps, C.uint64_t(seed), 0, &ce) != 0 {
+		return -1, failed("sampling", &ce)
 	}
 	var id C.int32_t
-	if C.c_sample(lm.e, (*C.float)(unsafe.Pointer(&logits[0])), C.int(len(logits)), C.int(frame), C.int(group), C.int(boolInt(exact)), &id) != 0 {
-		return -1, lastError("sample")
+	if C.nl_tb_sample(lm.e, (*C.float)(unsafe.Pointer(&logits[0])), C.int(len(logits)), C.int(frame), C.int(group), C.int(boolInt(exact)), &id, &ce) != 0 {
+		return -1, failed("sample", &ce)
 	}
 	return int(id), nil
 }
@@ -298,9 +327,7 @@ func (lm *LM) Generate(ctx context.Context, p backend.Prompt, opt backend.Genera
 	if err := lm.spec.Validate(p, opt); err != nil {
 		return res, err
 	}
-	// CUDA's per-thread state and the library's error strings are per OS thread.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
+	var ce C.nl_err // the library's message when a call fails
 	exact := opt.ExactFrames > 0
 	capFrames := lm.spec.FrameLimit(opt, len(p.Prefill))
 	limit := capFrames
@@ -308,8 +335,8 @@ func (lm *LM) Generate(ctx context.Context, p backend.Prompt, opt backend.Genera
 		limit = opt.ExactFrames
 	}
 	ts, ps := cSampler(opt.Talker), cSampler(opt.Predictor)
-	if C.c_set_sampling(lm.e, &ts, &ps, C.uint64_t(opt.Seed), C.int(boolInt(exact))) != 0 {
-		return res, fmt.Errorf("%w: %w", ErrBadOptions, lastError("sampling"))
+	if C.nl_tb_set_sampling(lm.e, &ts, &ps, C.uint64_t(opt.Seed), C.int(boolInt(exact)), &ce) != 0 {
+		return res, fmt.Errorf("%w: %w", ErrBadOptions, failed("sampling", &ce))
 	}
 	res.PrefillRows = len(p.Prefill)
 	start := time.Now()
@@ -321,9 +348,9 @@ func (lm *LM) Generate(ctx context.Context, p backend.Prompt, opt backend.Genera
 		trailPtr = (*C.float)(unsafe.Pointer(&trail[0]))
 	}
 	var g0 C.int32_t
-	if C.c_prefill(lm.e, (*C.float)(unsafe.Pointer(&rows[0])), C.int(len(p.Prefill)), trailPtr, C.int(len(p.Trailing)),
-		(*C.float)(unsafe.Pointer(&p.TTSPad[0])), &g0) != 0 {
-		return res, lastError("prefill")
+	if C.nl_tb_prefill(lm.e, (*C.float)(unsafe.Pointer(&rows[0])), C.int(len(p.Prefill)), trailPtr, C.int(len(p.Trailing)),
+		(*C.float)(unsafe.Pointer(&p.TTSPad[0])), &g0, &ce) != 0 {
+		return res, failed("prefill", &ce)
 	}
 	res.Prefill = time.Since(start)
 
@@ -352,8 +379,8 @@ func (lm *LM) Generate(ctx context.Context, p backend.Prompt, opt backend.Genera
 			}
 			tp = &tc[0]
 		}
-		if C.c_frame_submit(lm.e, tp) != 0 {
-			return lastError(fmt.Sprintf("submit frame %d", s))
+		if C.nl_tb_frame_submit(lm.e, tp, &ce) != 0 {
+			return failed(fmt.Sprintf("submit frame %d", s), &ce)
 		}
 		return nil
 	}
@@ -397,8 +424,8 @@ func (lm *LM) Generate(ctx context.Context, p backend.Prompt, opt backend.Genera
 		// frame, and the first chunk of audio is what the user waits for.
 		early := s == 0 && opt.OnLogits == nil
 		if early {
-			if C.c_frame_codes(lm.e, &codes[0]) != 0 {
-				return res, lastError(fmt.Sprintf("frame %d", s))
+			if C.nl_tb_frame_codes(lm.e, &codes[0], &ce) != 0 {
+				return res, failed(fmt.Sprintf("frame %d", s), &ce)
 			}
 			select {
 			case out <- frameOf():
@@ -406,8 +433,8 @@ func (lm *LM) Generate(ctx context.Context, p backend.Prompt, opt backend.Genera
 				return cancelled(ctx.Err())
 			}
 		}
-		if C.c_frame_wait(lm.e, &codes[0], &g0) != 0 {
-			return res, lastError(fmt.Sprintf("frame %d", s))
+		if C.nl_tb_frame_wait(lm.e, &codes[0], &g0, &ce) != 0 {
+			return res, failed(fmt.Sprintf("frame %d", s), &ce)
 		}
 		fr := frameOf()
 		if opt.OnLogits != nil {
@@ -443,8 +470,9 @@ func (lm *LM) readLogits(talker, hidden, cp []float32) error {
 		}
 		return (*C.float)(unsafe.Pointer(&v[0]))
 	}
-	if C.c_read_logits(lm.e, ptr(talker), ptr(hidden), ptr(cp)) != 0 {
-		return lastError("read logits")
+	var ce C.nl_err
+	if C.nl_tb_read_logits(lm.e, ptr(talker), ptr(hidden), ptr(cp), &ce) != 0 {
+		return failed("read logits", &ce)
 	}
 	return nil
 }

@@ -23,7 +23,7 @@ func modelFor(t *testing.T, dir string) (*model.Model, *LM) {
 	lm := engineFor(t, dir)
 	lmCacheMu.Lock()
 	defer lmCacheMu.Unlock()
-	return lmCache[lmCacheKey(dir, prefillTensorCores)].m, lm
+	return lmCache[lmCacheKey(dir, PrefillTensorCores)].m, lm
 }
 
 // textRows looks up text-embedding rows (bf16 in every checkpoint here) as

@@ -2,7 +2,7 @@ package cuda
 
 /*
 #include <stdlib.h>
-#include "native_api.h"
+#include "loader.h"
 */
 import "C"
 
@@ -115,7 +115,6 @@ func buildWeights(m *model.Model, spec backend.Spec) (*hostWeights, error) {
 	w.predictor = stackDims(cp.HiddenSize, cp.IntermediateSize, cp.NumHiddenLayers, cp.NumAttentionHeads, cp.NumKeyValueHeads,
 		cp.HeadDim, cp.VocabSize, cp.RMSNormEps, cp.RopeTheta)
 	w.num_groups = C.int(t.NumCodeGroups)
-	w.max_positions = C.int(spec.Positions)
 	w.codec_eos = C.int(spec.Rules.EOS)
 	w.suppress_from = C.int(spec.Rules.SuppressFrom)
 	w.min_new_tokens = C.int(spec.Rules.MinNewTokens)

@@ -1,7 +1,7 @@
 package cudacodec
 
 /*
-#include "api.h"
+#include "loader.h"
 */
 import "C"
 
@@ -50,11 +50,10 @@ func Bench(c *Codec, framesPerPush, warmup, pushes int, seed uint64) (BenchResul
 		}
 	}
 	ms := make([]float32, iters)
-	var eb errBuf
-	e, n := eb.ptr()
-	if C.tbcgo_bench(s.s, (*C.int32_t)(unsafe.Pointer(&codes[0][0])), C.int(framesPerPush), C.int(iters),
-		(*C.float)(unsafe.Pointer(&ms[0])), e, n) != 0 {
-		return BenchResult{}, fmt.Errorf("cudacodec: bench: %s", eb.String())
+	var e C.nl_err
+	if C.nl_tbc_bench(s.s, (*C.int32_t)(unsafe.Pointer(&codes[0][0])), C.int(framesPerPush), C.int(iters),
+		(*C.float)(unsafe.Pointer(&ms[0])), &e) != 0 {
+		return BenchResult{}, fmt.Errorf("cudacodec: bench: %s", message(&e))
 	}
 	t := make([]float64, 0, pushes)
 	for _, v := range ms[warmup:] {

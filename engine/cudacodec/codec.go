@@ -1,7 +1,7 @@
 package cudacodec
 
 /*
-#include "api.h"
+#include "loader.h"
 */
 import "C"
 
@@ -57,16 +57,16 @@ func New(d *codec.Decoder) (*Codec, error) {
 		return nil, err
 	}
 	defer h.unpin()
-	var eb errBuf
-	e, n := eb.ptr()
-	m := C.tbcgo_create(h.w, 0, e, n)
+	var e C.nl_err
+	params := C.nl_tbc_default_params()
+	m := C.nl_tbc_create(h.w, &params, &e)
 	if m == nil {
-		return nil, fmt.Errorf("cudacodec: uploading the decoder to %s: %s", name, eb.String())
+		return nil, fmt.Errorf("cudacodec: uploading the decoder to %s: %s", name, message(&e))
 	}
-	c := &Codec{m: m, spf: int(C.tbcgo_samples_per_frame(m)), rate: d.SampleRate(),
+	c := &Codec{m: m, spf: int(C.nl_tbc_samples_per_frame(m)), rate: d.SampleRate(),
 		codebook: d.Config().CodebookSize, device: name}
 	if c.spf != d.SamplesPerFrame() {
-		C.tbcgo_destroy(m)
+		C.nl_tbc_destroy(m)
 		return nil, fmt.Errorf("cudacodec: library computes %d samples per frame, the decoder %d", c.spf, d.SamplesPerFrame())
 	}
 	return c, nil
@@ -90,11 +90,10 @@ func (c *Codec) newStream() (*Stream, error) {
 	if c.m == nil || c.closing {
 		return nil, ErrClosed
 	}
-	var eb errBuf
-	e, n := eb.ptr()
-	s := C.tbcgo_stream_create(c.m, e, n)
+	var e C.nl_err
+	s := C.nl_tbc_stream_create(c.m, &e)
 	if s == nil {
-		return nil, fmt.Errorf("cudacodec: new stream on %s: %s", c.device, eb.String())
+		return nil, fmt.Errorf("cudacodec: new stream on %s: %s", c.device, message(&e))
 	}
 	c.streams++
 	return &Stream{c: c, s: s}, nil
@@ -113,7 +112,7 @@ func (c *Codec) Close() error {
 // release frees the weights when closing and no stream is left (c.mu held).
 func (c *Codec) release() {
 	if c.closing && c.streams == 0 && c.m != nil {
-		C.tbcgo_destroy(c.m)
+		C.nl_tbc_destroy(c.m)
 		c.m = nil
 	}
 }
@@ -144,12 +143,11 @@ func (s *Stream) Push(frames []backend.Codes) ([]float32, error) {
 	if len(frames) == 0 {
 		return out, nil
 	}
-	var eb errBuf
-	e, n := eb.ptr()
+	var e C.nl_err
 	// backend.Codes is [16]int32, so the frames are one contiguous int32 array.
 	codes := (*C.int32_t)(unsafe.Pointer(&frames[0][0]))
-	if C.tbcgo_push(s.s, codes, C.int(len(frames)), (*C.float)(unsafe.Pointer(&out[0])), e, n) != 0 {
-		return nil, fmt.Errorf("cudacodec: push of %d frames at frame %d: %s", len(frames), s.frames, eb.String())
+	if C.nl_tbc_push(s.s, codes, C.int(len(frames)), (*C.float)(unsafe.Pointer(&out[0])), &e) != 0 {
+		return nil, fmt.Errorf("cudacodec: push of %d frames at frame %d: %s", len(frames), s.frames, message(&e))
 	}
 	s.frames += len(frames)
 	return out, nil
@@ -173,10 +171,9 @@ func (s *Stream) Reset() error {
 	if s.s == nil {
 		return ErrClosed
 	}
-	var eb errBuf
-	e, n := eb.ptr()
-	if C.tbcgo_reset(s.s, e, n) != 0 {
-		return fmt.Errorf("cudacodec: reset: %s", eb.String())
+	var e C.nl_err
+	if C.nl_tbc_reset(s.s, &e) != 0 {
+		return fmt.Errorf("cudacodec: reset: %s", message(&e))
 	}
 	s.frames = 0
 	return nil
@@ -196,7 +193,7 @@ func (s *Stream) Close() error {
 	if s.s == nil {
 		return nil
 	}
-	C.tbcgo_stream_destroy(s.s)
+	C.nl_tbc_stream_destroy(s.s)
 	s.s = nil
 	s.c.mu.Lock()
 	s.c.streams--

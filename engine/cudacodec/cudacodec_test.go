@@ -13,6 +13,7 @@ import (
 	"talkbox/engine/codec"
 	"talkbox/engine/golden"
 	"talkbox/engine/model"
+	"talkbox/engine/nativelib"
 	"talkbox/engine/safetensors"
 )
 
@@ -42,7 +43,7 @@ func requireGPU(t *testing.T) {
 // TestUnavailableWrapsSentinel runs everywhere: a missing library is
 // ErrUnavailable, and without a usable GPU New says so with the same error.
 func TestUnavailableWrapsSentinel(t *testing.T) {
-	_, err := openLibrary(filepath.Join(t.TempDir(), LibraryName))
+	err := nativelib.Codec.Open(filepath.Join(t.TempDir(), LibraryName))
 	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("missing library: %v, want ErrUnavailable", err)
 	}

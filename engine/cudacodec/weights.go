@@ -1,7 +1,7 @@
 package cudacodec
 
 /*
-#include "api.h"
+#include "loader.h"
 */
 import "C"
 

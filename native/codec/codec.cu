@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "kernels.cuh"
-#include "talkbox_codec.h"
+#include "../include/talkbox_codec.h"
 
 using namespace tbc;
 
@@ -73,6 +73,7 @@ struct DevBlock {
 
 struct tbc_model {
 	int device = 0, sms = 1;
+	bool cuda_graphs = true; // tbc_params.cuda_graphs, for its streams
 	tbc_weights cfg; // shapes only: the host pointers are not kept
 	int spf = 0, qkvw = 0;
 	std::vector<void *> allocs;
@@ -102,15 +103,14 @@ struct tbc_stream {
 	tbc_model *m = nullptr;
 	cudaStream_t st = nullptr;
 	bool dry = false, use_graph = true;
-	bool v1 = false; // TALKBOX_CODEC_V1: the first kernel set (kept for A/B timing)
 	size_t ws_need = 0, ws_floats = 0;
 	float *ws = nullptr;
 	int64_t frames = 0;
 	int64_t *d_pos = nullptr;
 	int32_t *d_codes = nullptr, *h_codes = nullptr;
 	float *d_out = nullptr, *h_out = nullptr;
-	float *z = nullptr, *x0 = nullptr, *h = nullptr, *hn = nullptr, *qkv = nullptr, *att = nullptr, *gu = nullptr,
-	      *act = nullptr, *ln = nullptr, *pw = nullptr, *xr = nullptr, *a2 = nullptr;
+	float *z = nullptr, *x0 = nullptr, *h = nullptr, *qkv = nullptr, *att = nullptr, *gu = nullptr,
+	      *ln = nullptr, *pw = nullptr, *xr = nullptr, *a2 = nullptr;
 	float *kc = nullptr, *vc = nullptr; // [layers][cap][kv width]
 	int cap = 0;
 	Ext pre, voc0, fin;
@@ -371,23 +371,15 @@ int skinny(tbc_stream *s, int mode, AOp a, const float *nw, double eps, const fl
 int gemm(tbc_stream *s, AOp a, const float *W, int M, int N, int K, const Epi &e) {
 	if (M <= 0) return 0;
 	const bool v4 = a.cin % 4 == 0 && K % 4 == 0;
-	if (M <= SK_MAXM) {
-		if (!s->v1) return skinny(s, K == a.cin ? 1 : 0, a, nullptr, 0, W, M, N, K, e);
-		dim3 grid((N + 7) / 8);
-		if (v4)
-			LAUNCH(k_skinny<true>, grid, 256, 0, a, W, M, N, K, e);
-		else
-			LAUNCH(k_skinny<false>, grid, 256, 0, a, W, M, N, K, e);
-		return 0;
-	}
-	const int BM = M <= 32 ? 32 : 64, BN = 64, BK = s->v1 ? 16 : 32;
+	if (M <= SK_MAXM) return skinny(s, K == a.cin ? 1 : 0, a, nullptr, 0, W, M, N, K, e);
+	const int BM = M <= 32 ? 32 : 64, BN = 64, BK = 32;
 	const int tiles = ((M + BM - 1) / BM) * ((N + BN - 1) / BN);
 	const int nK = (K + BK - 1) / BK;
-	const int target = (s->v1 ? 2 : 4) * s->m->sms;
+	const int target = 4 * s->m->sms;
 	int S = 1;
 	if (tiles < s->m->sms) {
-		S = std::min((target + tiles - 1) / tiles, std::max(1, nK / (s->v1 ? 4 : 2)));
-		S = std::min(S, s->v1 ? 32 : 64);
+		S = std::min((target + tiles - 1) / tiles, std::max(1, nK / 2));
+		S = std::min(S, 64);
 	}
 	const int per = (nK + S - 1) / S;
 	S = (nK + per - 1) / per;
@@ -400,13 +392,9 @@ int gemm(tbc_stream *s, AOp a, const float *W, int M, int N, int K, const Epi &e
 			return -1;
 		}
 	}
-	void (*tiled)(AOp, const float *, int, int, int, int, Epi, float *) = nullptr;
-	if (s->v1)
-		tiled = BM == 32 ? (v4 ? k_gemm<32, 16, true> : k_gemm<32, 16, false>)
-		                 : (v4 ? k_gemm<64, 16, true> : k_gemm<64, 16, false>);
-	else
-		tiled = BM == 32 ? (v4 ? k_gemm<32, 32, true> : k_gemm<32, 32, false>)
-		                 : (v4 ? k_gemm<64, 32, true> : k_gemm<64, 32, false>);
+	void (*tiled)(AOp, const float *, int, int, int, int, Epi, float *) =
+	    BM == 32 ? (v4 ? k_gemm<32, 32, true> : k_gemm<32, 32, false>)
+	             : (v4 ? k_gemm<64, 32, true> : k_gemm<64, 32, false>);
 	LAUNCH(tiled, grid, 256, 0, a, W, M, N, K, kChunk, e, s->ws);
 	if (S > 1) {
 		int blocks = (int)std::min<size_t>(((size_t)M * N + 255) / 256, 4096);
@@ -439,60 +427,34 @@ int forward(tbc_stream *s, int T) {
 	const int nh = c.heads, nkv = c.kv_heads, hd = c.head_dim, Hd = c.hidden, I = c.intermediate;
 	const size_t kvl = (size_t)s->cap * nkv * hd;
 	static_assert(kMaxT <= SK_MAXM, "the transformer's rows must fit the skinny kernels");
-	if (!s->v1) {
-		// Version 2: RMSNorm and SwiGLU are folded into the products' A reads,
-		// so a layer is 6 launches: qkv, RoPE, attention, o, gate/up, down.
-		for (int l = 0; l < c.layers; l++) {
-			const DevLayer &L = m->layers[l];
-			float *kc = s->kc + l * kvl, *vc = s->vc + l * kvl;
-			if (skinny(s, 2, AOp{s->h, Hd, 1}, L.in_norm, c.rms_eps, L.wqkv, T, m->qkvw, Hd, epi_out(s->qkv, nullptr)))
-				return -1;
-			LAUNCH(k_rope_kv2, dim3(((nh + nkv) * hd / 2 + 255) / 256, T), 256, 0, s->qkv, kc, vc, m->inv_freq,
-			       s->d_pos, nh, nkv, hd, s->cap);
-			LAUNCH(k_attn2, dim3(nh, T), 128, sizeof(float) * (hd + c.window), s->qkv, kc, vc, s->att, s->d_pos, nh,
-			       nkv, hd, c.window, s->cap, (float)(1.0 / sqrt((double)hd)));
-			Epi e = epi_out(s->h, nullptr);
-			e.scale = L.attn_scale;
-			e.res = s->h;
-			if (skinny(s, 1, AOp{s->att, nh * hd, 1}, nullptr, 0, L.wo, T, Hd, nh * hd, e)) return -1;
-			if (skinny(s, 2, AOp{s->h, Hd, 1}, L.post_norm, c.rms_eps, L.wgu, T, 2 * I, Hd, epi_out(s->gu, nullptr)))
-				return -1;
-			e.scale = L.mlp_scale;
-			if (skinny(s, 3, AOp{s->gu, I, 1}, nullptr, 0, L.wdown, T, Hd, I, e)) return -1;
-		}
-	} else {
-		for (int l = 0; l < c.layers; l++) {
-			const DevLayer &L = m->layers[l];
-			LAUNCH(k_rmsnorm, T, 256, 0, s->h, L.in_norm, s->hn, Hd, c.rms_eps);
-			if (gemm(s, AOp{s->hn, Hd, 1}, L.wqkv, T, m->qkvw, Hd, epi_out(s->qkv, nullptr))) return -1;
-			LAUNCH(k_rope_kv, T, 256, 0, s->qkv, s->kc + l * kvl, s->vc + l * kvl, m->inv_freq, s->d_pos, nh, nkv, hd,
-			       s->cap);
-			LAUNCH(k_attn, dim3(nh, T), 128, sizeof(float) * (hd + c.window), s->qkv, s->kc + l * kvl, s->vc + l * kvl,
-			       s->att, s->d_pos, nh, nkv, hd, c.window, s->cap, (float)(1.0 / sqrt((double)hd)));
-			Epi e = epi_out(s->h, nullptr);
-			e.scale = L.attn_scale;
-			e.res = s->h;
-			if (gemm(s, AOp{s->att, nh * hd, 1}, L.wo, T, Hd, nh * hd, e)) return -1;
-			LAUNCH(k_rmsnorm, T, 256, 0, s->h, L.post_norm, s->hn, Hd, c.rms_eps);
-			if (gemm(s, AOp{s->hn, Hd, 1}, L.wgu, T, 2 * I, Hd, epi_out(s->gu, nullptr))) return -1;
-			LAUNCH(k_swiglu, (T * I + 255) / 256, 256, 0, s->gu, s->act, T, I);
-			e.scale = L.mlp_scale;
-			if (gemm(s, AOp{s->act, I, 1}, L.wdown, T, Hd, I, e)) return -1;
-		}
-		LAUNCH(k_rmsnorm, T, 256, 0, s->h, m->final_norm, s->hn, Hd, c.rms_eps);
+	// RMSNorm and SwiGLU are folded into the products' A reads,
+	// so a layer is 6 launches: qkv, RoPE, attention, o, gate/up, down.
+	for (int l = 0; l < c.layers; l++) {
+		const DevLayer &L = m->layers[l];
+		float *kc = s->kc + l * kvl, *vc = s->vc + l * kvl;
+		if (skinny(s, 2, AOp{s->h, Hd, 1}, L.in_norm, c.rms_eps, L.wqkv, T, m->qkvw, Hd, epi_out(s->qkv, nullptr)))
+			return -1;
+		LAUNCH(k_rope_kv2, dim3(((nh + nkv) * hd / 2 + 255) / 256, T), 256, 0, s->qkv, kc, vc, m->inv_freq,
+		       s->d_pos, nh, nkv, hd, s->cap);
+		LAUNCH(k_attn2, dim3(nh, T), 128, sizeof(float) * (hd + c.window), s->qkv, kc, vc, s->att, s->d_pos, nh,
+		       nkv, hd, c.window, s->cap, (float)(1.0 / sqrt((double)hd)));
+		Epi e = epi_out(s->h, nullptr);
+		e.scale = L.attn_scale;
+		e.res = s->h;
+		if (skinny(s, 1, AOp{s->att, nh * hd, 1}, nullptr, 0, L.wo, T, Hd, nh * hd, e)) return -1;
+		if (skinny(s, 2, AOp{s->h, Hd, 1}, L.post_norm, c.rms_eps, L.wgu, T, 2 * I, Hd, epi_out(s->gu, nullptr)))
+			return -1;
+		e.scale = L.mlp_scale;
+		if (skinny(s, 3, AOp{s->gu, I, 1}, nullptr, 0, L.wdown, T, Hd, I, e)) return -1;
 	}
 	// Upsampler: transposed conv, then ConvNeXt; the output of each stage is
 	// written straight into the next op's ext buffer.
 	const int Lt = c.latent;
 	int R = T;
 	float *dst = m->ups.empty() ? s->voc0.at_new() : s->upin[0].at_new();
-	if (!s->v1) {
-		if (skinny(s, 2, AOp{s->h, Hd, 1}, m->final_norm, c.rms_eps, m->out_proj.w, T, Lt, Hd,
-		           epi_out(dst, m->out_proj.b)))
-			return -1;
-	} else if (linear(s, s->hn, m->out_proj, T, epi_out(dst, m->out_proj.b))) {
+	if (skinny(s, 2, AOp{s->h, Hd, 1}, m->final_norm, c.rms_eps, m->out_proj.w, T, Lt, Hd,
+	           epi_out(dst, m->out_proj.b)))
 		return -1;
-	}
 	for (size_t i = 0; i < m->ups.size(); i++) {
 		const DevUp &U = m->ups[i];
 		if (conv(s, s->upin[i], U.up, R, epi_out(s->dw[i].at_new(), U.up.b))) return -1;
@@ -584,12 +546,6 @@ int forward(tbc_stream *s, int T) {
 // happens inside a stream capture.
 int preload() {
 	cudaFuncAttributes fa;
-	CK(cudaFuncGetAttributes(&fa, k_skinny<true>));
-	CK(cudaFuncGetAttributes(&fa, k_skinny<false>));
-	CK(cudaFuncGetAttributes(&fa, k_gemm<32, 16, true>));
-	CK(cudaFuncGetAttributes(&fa, k_gemm<32, 16, false>));
-	CK(cudaFuncGetAttributes(&fa, k_gemm<64, 16, true>));
-	CK(cudaFuncGetAttributes(&fa, k_gemm<64, 16, false>));
 	CK(cudaFuncGetAttributes(&fa, k_gemm<32, 32, true>));
 	CK(cudaFuncGetAttributes(&fa, k_gemm<32, 32, false>));
 	CK(cudaFuncGetAttributes(&fa, k_gemm<64, 32, true>));
@@ -606,10 +562,6 @@ int preload() {
 	CK(cudaFuncGetAttributes(&fa, k_attn2));
 	CK(cudaFuncGetAttributes(&fa, k_splitk_epi));
 	CK(cudaFuncGetAttributes(&fa, k_dequant));
-	CK(cudaFuncGetAttributes(&fa, k_rmsnorm));
-	CK(cudaFuncGetAttributes(&fa, k_rope_kv));
-	CK(cudaFuncGetAttributes(&fa, k_attn));
-	CK(cudaFuncGetAttributes(&fa, k_swiglu));
 	CK(cudaFuncGetAttributes(&fa, k_dwconv_ln));
 	CK(cudaFuncGetAttributes(&fa, k_final_conv));
 	CK(cudaFuncGetAttributes(&fa, k_shift));
@@ -646,8 +598,8 @@ int build_stream(tbc_stream *s) {
 	s->cap = c.window - 1 + T;
 	const size_t kv = (size_t)c.layers * s->cap * c.kv_heads * c.head_dim;
 	if (A(&s->d_out, (size_t)m->spf * T) || A(&s->z, (size_t)T * 2 * c.cb_dim) || A(&s->x0, (size_t)T * Lt) ||
-	    A(&s->h, (size_t)T * Hd) || A(&s->hn, (size_t)T * Hd) || A(&s->qkv, (size_t)T * m->qkvw) ||
-	    A(&s->att, (size_t)T * c.heads * c.head_dim) || A(&s->gu, (size_t)T * 2 * I) || A(&s->act, (size_t)T * I) ||
+	    A(&s->h, (size_t)T * Hd) || A(&s->qkv, (size_t)T * m->qkvw) ||
+	    A(&s->att, (size_t)T * c.heads * c.head_dim) || A(&s->gu, (size_t)T * 2 * I) ||
 	    A(&s->kc, kv) || A(&s->vc, kv))
 		return -1;
 	s->zero_on_reset.push_back({s->kc, kv * sizeof(float)});
@@ -681,8 +633,6 @@ int build_stream(tbc_stream *s) {
 	}
 	if (A(&s->xr, xrMax) || A(&s->a2, xrMax)) return -1;
 	if (alloc_ext(s, s->fin, ch, (m->final_conv.k - 1) * m->final_conv.dil, R)) return -1;
-	const char *v1 = getenv("TALKBOX_CODEC_V1");
-	s->v1 = v1 && *v1 && strcmp(v1, "0") != 0;
 	// Size the split-K workspace for every push size.
 	s->dry = true;
 	for (int t = 1; t <= kMaxT; t++)
@@ -691,8 +641,7 @@ int build_stream(tbc_stream *s) {
 	s->ws_floats = s->ws_need;
 	if (s->ws_floats && A(&s->ws, s->ws_floats)) return -1;
 	if (preload()) return -1;
-	const char *ng = getenv("TALKBOX_CODEC_NO_GRAPH");
-	s->use_graph = !(ng && *ng && strcmp(ng, "0") != 0);
+	s->use_graph = m->cuda_graphs;
 	return 0;
 }
 
@@ -773,17 +722,27 @@ int tbc_device_name(int device, char *name, int cap) {
 	return 0;
 }
 
-tbc_model *tbc_create(const tbc_weights *w, int device) {
+tbc_params tbc_default_params(void) {
+	tbc_params p{};
+	p.device = 0;
+	p.cuda_graphs = 1;
+	return p;
+}
+
+tbc_model *tbc_create(const tbc_weights *w, const tbc_params *params) {
 	if (!w) {
 		set_err("tbc_create: no weights");
 		return nullptr;
 	}
+	const tbc_params prm = params ? *params : tbc_default_params();
+	const int device = prm.device;
 	if (cudaSetDevice(device) != cudaSuccess) {
 		set_err("tbc_create: device %d: %s", device, cudaGetErrorString(cudaGetLastError()));
 		return nullptr;
 	}
 	tbc_model *m = new tbc_model();
 	m->device = device;
+	m->cuda_graphs = prm.cuda_graphs != 0;
 	if (cudaDeviceGetAttribute(&m->sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) m->sms = 1;
 	if (build_model(m, w)) {
 		tbc_destroy(m);

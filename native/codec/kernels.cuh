@@ -80,57 +80,11 @@ __device__ T block_sum(T v, T *red) {
 
 // ---------------------------------------------------------------------------
 // Skinny product for M <= SK_MAXM rows (a streaming push of one frame is
-// M = 1 in the transformer and 2..4 in the upsampler): one warp per output
-// column streams its weight row once with 16-byte loads; the few A rows come
-// through L1. First version, used only with TALKBOX_CODEC_V1 (k_skinny2 is
-// the default).
+// M = 1 in the transformer and 2..4 in the upsampler).
 constexpr int SK_MAXM = 8;
 
-template <bool V4>
-__global__ void __launch_bounds__(256) k_skinny(AOp a, const float *__restrict__ W, int M, int N, int K, Epi e) {
-	const int lane = threadIdx.x & 31;
-	const int n = blockIdx.x * 8 + (threadIdx.x >> 5);
-	if (n >= N) return;
-	const float *w = W + (size_t)n * K;
-	float acc[SK_MAXM];
-#pragma unroll
-	for (int m = 0; m < SK_MAXM; m++) acc[m] = 0.f;
-	if (V4) {
-#pragma unroll 4
-		for (int kk = lane * 4; kk < K; kk += 128) {
-			float4 wv = __ldg(reinterpret_cast<const float4 *>(w + kk));
-			int off = im2col_off(a, kk);
-#pragma unroll
-			for (int m = 0; m < SK_MAXM; m++) {
-				if (m < M) {
-					float4 xv = __ldg(reinterpret_cast<const float4 *>(a.x + (size_t)m * a.cin + off));
-					acc[m] = fmaf(wv.x, xv.x, acc[m]);
-					acc[m] = fmaf(wv.y, xv.y, acc[m]);
-					acc[m] = fmaf(wv.z, xv.z, acc[m]);
-					acc[m] = fmaf(wv.w, xv.w, acc[m]);
-				}
-			}
-		}
-	} else {
-		for (int kk = lane; kk < K; kk += 32) {
-			float wv = __ldg(w + kk);
-			int off = im2col_off(a, kk);
-#pragma unroll
-			for (int m = 0; m < SK_MAXM; m++)
-				if (m < M) acc[m] = fmaf(wv, __ldg(a.x + (size_t)m * a.cin + off), acc[m]);
-		}
-	}
-#pragma unroll
-	for (int m = 0; m < SK_MAXM; m++) {
-		if (m < M) {
-			float v = warp_sum(acc[m]);
-			if (lane == 0) epi_store(e, N, m, n, v);
-		}
-	}
-}
-
 // ---------------------------------------------------------------------------
-// Skinny product, version 2: KS warps of a block share one output column,
+// Skinny product: KS warps of a block share one output column,
 // each streaming a K/KS slice of its weight row four 16-byte loads at a time,
 // and the slices meet in shared memory, so even N = 512 puts thousands of
 // warps' loads in flight. MODE says how A is read:
@@ -249,7 +203,7 @@ __global__ void __launch_bounds__(256) k_skinny2(AOp a, const float *__restrict_
 	}
 }
 
-// RoPE, version 2: one thread per rotated pair, float32 sincos (accurate to
+// RoPE: one thread per rotated pair, float32 sincos (accurate to
 // a few ulp over the whole range without fast math), several blocks per row.
 __global__ void k_rope_kv2(float *__restrict__ qkv, float *__restrict__ Kc, float *__restrict__ Vc,
                            const float *__restrict__ invf, const int64_t *__restrict__ pos0, int nh, int nkv, int hd,
@@ -280,7 +234,7 @@ __global__ void k_rope_kv2(float *__restrict__ qkv, float *__restrict__ Kc, floa
 	for (int q = i; q < kvw; q += gridDim.x * blockDim.x) vc[q] = v[q];
 }
 
-// Attention, version 2: one block of 4 warps per (head, t); scores one key
+// Attention: one block of 4 warps per (head, t); scores one key
 // per warp at a time with the head dimension across lanes (coalesced rows),
 // then each thread owns output dims and sums keys in an unrolled loop.
 __global__ void __launch_bounds__(128) k_attn2(const float *__restrict__ qkv, const float *__restrict__ Kc,
@@ -480,107 +434,6 @@ __global__ void k_dequant(const int32_t *__restrict__ codes, const float *__rest
 		for (int q = 1; q < 16; q++) rest += books[((size_t)q * rows + c[q]) * cb + j];
 		z[(size_t)t * 2 * cb + j] = first;
 		z[(size_t)t * 2 * cb + cb + j] = rest;
-	}
-}
-
-// RMSNorm of one row per block; the sum of squares in double, as on the CPU.
-__global__ void k_rmsnorm(const float *__restrict__ x, const float *__restrict__ w, float *__restrict__ y, int C,
-                          double eps) {
-	__shared__ double red[32];
-	const float *r = x + (size_t)blockIdx.x * C;
-	double ss = 0;
-	for (int c = threadIdx.x; c < C; c += blockDim.x) ss += (double)r[c] * r[c];
-	ss = block_sum(ss, red);
-	float inv = (float)(1.0 / sqrt(ss / C + eps));
-	for (int c = threadIdx.x; c < C; c += blockDim.x) y[(size_t)blockIdx.x * C + c] = w[c] * (r[c] * inv);
-}
-
-// RoPE (rotate-half) on q and k of row t at position pos0 + t, then k and v
-// into the K/V ring of this layer at slot pos % cap. The angle is a float32
-// product as in the official float32 forward; cos/sin in double.
-__global__ void k_rope_kv(float *__restrict__ qkv, float *__restrict__ Kc, float *__restrict__ Vc,
-                          const float *__restrict__ invf, const int64_t *__restrict__ pos0, int nh, int nkv, int hd,
-                          int cap) {
-	const int t = blockIdx.x;
-	const int64_t pos = *pos0 + t;
-	const int half = hd / 2, kvw = nkv * hd;
-	float *row = qkv + (size_t)t * (nh * hd + 2 * kvw);
-	float *k = row + nh * hd, *v = k + kvw;
-	float *kc = Kc + (size_t)(pos % cap) * kvw, *vc = Vc + (size_t)(pos % cap) * kvw;
-	for (int i = threadIdx.x; i < (nh + nkv) * half; i += blockDim.x) {
-		int h = i / half, j = i % half;
-		float a = invf[j] * (float)pos;
-		double sd, cd;
-		sincos((double)a, &sd, &cd);
-		float s = (float)sd, c = (float)cd;
-		float *p = h < nh ? row + h * hd : k + (h - nh) * hd;
-		float x1 = p[j], x2 = p[j + half];
-		float y1 = x1 * c - x2 * s, y2 = x2 * c + x1 * s;
-		if (h < nh) {
-			p[j] = y1;
-			p[j + half] = y2;
-		} else {
-			int o = (h - nh) * hd;
-			kc[o + j] = y1;
-			kc[o + j + half] = y2;
-		}
-	}
-	for (int i = threadIdx.x; i < kvw; i += blockDim.x) vc[i] = v[i];
-}
-
-// Sliding-window attention of query (t, head): keys at positions
-// max(0, pos-win+1)..pos from the ring. One block per (head, t).
-__global__ void k_attn(const float *__restrict__ qkv, const float *__restrict__ Kc, const float *__restrict__ Vc,
-                       float *__restrict__ out, const int64_t *__restrict__ pos0, int nh, int nkv, int hd, int win,
-                       int cap, float scale) {
-	extern __shared__ float sm[];
-	__shared__ float red[32];
-	const int h = blockIdx.x, t = blockIdx.y;
-	const int64_t pos = *pos0 + t;
-	const int64_t first = pos - win + 1 > 0 ? pos - win + 1 : 0;
-	const int n = (int)(pos - first + 1);
-	const int kvw = nkv * hd, kh = h / (nh / nkv);
-	float *q = sm, *p = sm + hd;
-	const float *qr = qkv + (size_t)t * (nh * hd + 2 * kvw) + h * hd;
-	for (int e = threadIdx.x; e < hd; e += blockDim.x) q[e] = qr[e];
-	__syncthreads();
-	float mx = -INFINITY;
-	for (int j = threadIdx.x; j < n; j += blockDim.x) {
-		const float *kr = Kc + (size_t)((first + j) % cap) * kvw + kh * hd;
-		float s = 0.f;
-		for (int e = 0; e < hd; e++) s = fmaf(q[e], kr[e], s);
-		s *= scale;
-		p[j] = s;
-		mx = fmaxf(mx, s);
-	}
-#pragma unroll
-	for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-	if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = mx;
-	__syncthreads();
-	mx = red[0];
-	for (int i = 1; i < (int)((blockDim.x + 31) >> 5); i++) mx = fmaxf(mx, red[i]);
-	__syncthreads();
-	float sum = 0.f;
-	for (int j = threadIdx.x; j < n; j += blockDim.x) {
-		float ev = (float)exp((double)(p[j] - mx));
-		p[j] = ev;
-		sum += ev;
-	}
-	sum = block_sum(sum, red);
-	__syncthreads();
-	for (int e = threadIdx.x; e < hd; e += blockDim.x) {
-		float o = 0.f;
-		for (int j = 0; j < n; j++) o = fmaf(p[j] / sum, Vc[(size_t)((first + j) % cap) * kvw + kh * hd + e], o);
-		out[(size_t)t * nh * hd + h * hd + e] = o;
-	}
-}
-
-// act[t][i] = silu(gate) * up, from the fused [gate | up] product rows.
-__global__ void k_swiglu(const float *__restrict__ gu, float *__restrict__ act, int T, int I) {
-	for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < T * I; i += gridDim.x * blockDim.x) {
-		int t = i / I, c = i % I;
-		float g = gu[(size_t)t * 2 * I + c], u = gu[(size_t)t * 2 * I + I + c];
-		act[i] = g / (1.f + (float)exp(-(double)g)) * u;
 	}
 }
 

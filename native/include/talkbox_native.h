@@ -2,9 +2,18 @@
  * talkbox_native.h: the C ABI of Talkbox's CUDA language-model engine.
  *
  * Opaque handles and plain C types only, so the Go backend can dlopen the
- * library (no link-time dependency on CUDA). Every function that can fail
- * returns 0 on success and -1 on failure; tb_last_error() then describes the
- * failure (thread-local, valid until the next call on the same thread).
+ * library (no link-time dependency on CUDA; engine/nativelib loads it).
+ *
+ * Errors (the same in talkbox_codec.h): a function that can fail returns 0
+ * on success and -1 on failure, or NULL for a constructor; tb_last_error()
+ * then describes the failure. The message is thread-local, valid until the
+ * next call on the same thread, so a caller copies it on the thread of the
+ * failed call.
+ *
+ * Use: fill tb_weights, start from tb_default_params(), change what you
+ * need, tb_create; per utterance tb_set_sampling, tb_prefill, then
+ * tb_frame_submit / tb_frame_codes / tb_frame_wait. The test and benchmark
+ * hooks are in their own section at the end.
  *
  * Weights are bf16 (uint16_t bit patterns), row-major [out][in] as stored in
  * the checkpoint. They are copied to the device by tb_create; the host
@@ -28,7 +37,7 @@
 extern "C" {
 #endif
 
-#define TB_ABI_VERSION 5
+#define TB_ABI_VERSION 6
 
 typedef struct tb_engine tb_engine;
 
@@ -49,7 +58,6 @@ typedef struct {
 typedef struct {
     tb_stack_dims talker, predictor;
     int num_groups;            /* codes per frame (16) */
-    int max_positions;         /* talker KV-cache length */
     int codec_eos;             /* 2150 */
     int suppress_from;         /* first suppressed group-0 id (vocab - 1024) */
     int min_new_tokens;        /* EOS masked while fewer group-0 tokens were generated (2) */
@@ -77,8 +85,23 @@ typedef struct {
     float repetition_penalty;  /* 1: off (talker only) */
 } tb_sampler;
 
-/* What tb_bench times. */
-enum { TB_BENCH_TALKER_STEP = 0, TB_BENCH_PREDICTOR_STEP = 1, TB_BENCH_FRAME = 2, TB_BENCH_PREFILL = 3 };
+/* How tb_prefill runs the prompt through the talker. */
+enum {
+    TB_PREFILL_TENSOR_CORES = 0, /* all rows at once with tensor-core GEMMs (the default) */
+    TB_PREFILL_PASSES = 1        /* the cooperative decode kernel, a few rows a pass (the reference path) */
+};
+
+/* Choices made at create time; start from tb_default_params(). */
+typedef struct {
+    int device;          /* CUDA device index (0) */
+    int max_positions;   /* talker KV-cache length, prefill + frames (8192; 112 KiB of GPU memory each) */
+    /* The talker step fuses attention with the O projection (decode_kernel<true>)
+     * while its context is at most fused_max_len positions, and runs five phases a
+     * layer (decode_kernel<false>) past it; 0: never fused. Default 224, from the
+     * H100 context sweep in docs/BENCHMARKS.md. */
+    int fused_max_len;
+    int prefill;         /* TB_PREFILL_TENSOR_CORES or TB_PREFILL_PASSES (TB_PREFILL_TENSOR_CORES) */
+} tb_params;
 
 int tb_abi_version(void);
 const char *tb_last_error(void);
@@ -87,7 +110,10 @@ int tb_device_count(void);
 /* Name, SM count and compute capability of a device. */
 int tb_device_info(int device, char *name, int name_cap, int *sm_count, int *cc_major, int *cc_minor);
 
-tb_engine *tb_create(const tb_weights *w, int device);
+/* The defaults of every tb_params field (documented there). */
+tb_params tb_default_params(void);
+/* Uploads w (which may be released afterwards) with params p (NULL: the defaults). */
+tb_engine *tb_create(const tb_weights *w, const tb_params *p);
 void tb_destroy(tb_engine *e);
 /* Leave n SMs free for other work (the GPU codec) by launching fewer CTAs; n <= SMs/2. */
 int tb_reserve_sms(tb_engine *e, int n);
@@ -129,6 +155,21 @@ int tb_frame_codes(tb_engine *e, int32_t *codes);
 int tb_frame_wait(tb_engine *e, int32_t *codes, int32_t *next_g0);
 
 /*
+ * The talker's text projection: out (rows x H floats) = fc2(SiLU(fc1 x + b1)) + b2
+ * for x (rows x text_hidden floats, looked-up text-embedding rows), in fp32
+ * with fp32 accumulation. Runs on its own stream and buffers, so it may be
+ * called while another thread drives frames; calls must not overlap each
+ * other. Fails when tb_create got no text projection or rows <= 0.
+ */
+int tb_project_text(tb_engine *e, const float *x, int rows, float *out);
+
+/* ---------------------------------------------------------------------------
+ * Test and benchmark hooks: not needed to synthesise speech. The tests
+ * compare logits and sampler picks with the CPU engine through them, and
+ * `talkbox bench` times launches with tb_bench.
+ */
+
+/*
  * Raw logits of the last completed work (prefill or the last waited frame,
  * valid only when no other frame is pending): talker [vocab], hidden [H]
  * (final-normed state that produced them), predictor [(groups-1) x pvocab]
@@ -146,14 +187,8 @@ int tb_read_logits(tb_engine *e, float *talker, float *hidden, float *predictor)
  */
 int tb_sample(tb_engine *e, const float *logits, int n, int frame, int group, int exact, int32_t *out);
 
-/*
- * The talker's text projection: out (rows x H floats) = fc2(SiLU(fc1 x + b1)) + b2
- * for x (rows x text_hidden floats, looked-up text-embedding rows), in fp32
- * with fp32 accumulation. Runs on its own stream and buffers, so it may be
- * called while another thread drives frames; calls must not overlap each
- * other. Fails when tb_create got no text projection or rows <= 0.
- */
-int tb_project_text(tb_engine *e, const float *x, int rows, float *out);
+/* What tb_bench times. */
+enum { TB_BENCH_TALKER_STEP = 0, TB_BENCH_PREDICTOR_STEP = 1, TB_BENCH_FRAME = 2, TB_BENCH_PREFILL = 3 };
 
 /* Time `iters` launches of one kind with CUDA events (after a prefill); ms[i] per launch. */
 int tb_bench(tb_engine *e, int what, int iters, float *ms);

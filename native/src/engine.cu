@@ -13,7 +13,6 @@
 #include <vector>
 
 #include <sched.h>
-#include <cstring>
 
 #include "../include/talkbox_native.h"
 #include "kernel.cuh"
@@ -60,9 +59,10 @@ constexpr int SLOTS = 4;
 // context, decode_kernel<false> (five phases a talker layer) after; both fuse
 // the predictor's steps. From the H100 context sweep (docs/BENCHMARKS.md,
 // 2026-11-24 late night): the fused frame is 0.7% faster over positions
-// 128-248, the five-phase one 2.6% faster over 256-376.
-// TALKBOX_FUSED_MAX_LEN overrides it (tuning).
+// 128-248, the five-phase one 2.6% faster over 256-376. tb_params.fused_max_len
+// overrides it.
 constexpr int FUSED_MAX_LEN = 224;
+constexpr int DEFAULT_MAX_POSITIONS = 8192;
 constexpr int OUTW = 18;
 
 }  // namespace
@@ -423,9 +423,28 @@ int tb_device_info(int device, char* name, int name_cap, int* sm_count, int* cc_
   return 0;
 }
 
-tb_engine* tb_create(const tb_weights* w, int device) {
+tb_params tb_default_params(void) {
+  tb_params p{};
+  p.device = 0;
+  p.max_positions = DEFAULT_MAX_POSITIONS;
+  p.fused_max_len = FUSED_MAX_LEN;
+  p.prefill = TB_PREFILL_TENSOR_CORES;
+  return p;
+}
+
+tb_engine* tb_create(const tb_weights* w, const tb_params* params) {
   if (!w) {
     fail("tb_create: no weights");
+    return nullptr;
+  }
+  const tb_params prm = params ? *params : tb_default_params();
+  const int device = prm.device;
+  if (prm.prefill != TB_PREFILL_TENSOR_CORES && prm.prefill != TB_PREFILL_PASSES) {
+    fail("prefill %d: want TB_PREFILL_TENSOR_CORES or TB_PREFILL_PASSES", prm.prefill);
+    return nullptr;
+  }
+  if (prm.fused_max_len < 0) {
+    fail("fused_max_len %d must be >= 0", prm.fused_max_len);
     return nullptr;
   }
   if (check_dims(w->talker, "talker") || check_dims(w->predictor, "code predictor")) return nullptr;
@@ -433,8 +452,8 @@ tb_engine* tb_create(const tb_weights* w, int device) {
     fail("num_groups %d outside 2..%d", w->num_groups, MAXG);
     return nullptr;
   }
-  if (w->max_positions < 16 || w->max_positions > 1 << 20) {
-    fail("max_positions %d outside 16..2^20", w->max_positions);
+  if (prm.max_positions < 16 || prm.max_positions > 1 << 20) {
+    fail("max_positions %d outside 16..2^20", prm.max_positions);
     return nullptr;
   }
   if (w->predictor.hidden != w->talker.hidden && (!w->mtp_proj_weight || !w->mtp_proj_bias)) {
@@ -468,7 +487,7 @@ tb_engine* tb_create(const tb_weights* w, int device) {
   const tb_stack_dims& C = w->predictor;
   e->Htk = T.hidden;
   e->Hcp = C.hidden;
-  e->maxpos = w->max_positions;
+  e->maxpos = prm.max_positions;
   e->sms = prop.multiProcessorCount;
 
   // Shared memory: activations for mmax tokens, or attention / sampling scratch.
@@ -528,15 +547,12 @@ tb_engine* tb_create(const tb_weights* w, int device) {
   e->grid = prop.multiProcessorCount;  // one CTA per SM; cooperative launch refuses what cannot be co-resident
 
   Params& P = e->P;
-  if (build_stack(e, T, w->talker_layers, w->talker_norm, w->max_positions, &P.tk, &e->tk_layers, "talker") ||
+  if (build_stack(e, T, w->talker_layers, w->talker_norm, prm.max_positions, &P.tk, &e->tk_layers, "talker") ||
       build_stack(e, C, w->predictor_layers, w->predictor_norm, MAXG, &P.cp, nullptr, "code predictor"))
     return bail();
-  e->tc_prefill = tc_prefill_fits(T);
-  if (const char* v = getenv("TALKBOX_FUSED_MAX_LEN")) e->fused_max_len = atoi(v);
-  if (const char* v = getenv("TALKBOX_PREFILL")) {
-    // "passes": the cooperative kernel's passes of a few rows (A/B timing, or a fallback).
-    if (!strcmp(v, "passes")) e->tc_prefill = false;
-  }
+  // The tensor-core prefill where its shape rules allow, else the cooperative passes.
+  e->tc_prefill = prm.prefill == TB_PREFILL_TENSOR_CORES && tc_prefill_fits(T);
+  e->fused_max_len = prm.fused_max_len;
   const int G = w->num_groups, V = T.vocab, Vp = C.vocab;
   uint16_t* p;
   if (upload(e, &p, w->codec_head, (size_t)V * T.hidden, "codec_head")) return bail();

@@ -6,18 +6,20 @@
  * positions, RoPE position) stays on the device between pushes, so no frame
  * is decoded twice. fp32 throughout.
  *
- * C ABI, loaded with dlopen by engine/cudacodec. Weights are given as host
- * float32 pointers in the layouts of engine/codec's CPU decoder (see
- * engine/codec/export.go) and copied to the device by tbc_create; the caller
- * may free them afterwards. Functions return 0 on success and -1 on failure,
- * with a message for tbc_last_error() (per thread).
+ * C ABI, loaded with dlopen by engine/cudacodec (through engine/nativelib).
+ * Weights are given as host float32 pointers in the layouts of engine/codec's
+ * CPU decoder (see engine/codec/export.go) and copied to the device by
+ * tbc_create; the caller may free them afterwards.
+ *
+ * Errors (the same in talkbox_native.h): a function that can fail returns 0
+ * on success and -1 on failure, or NULL for a constructor; tbc_last_error()
+ * then describes the failure. The message is thread-local, valid until the
+ * next call on the same thread, so a caller copies it on the thread of the
+ * failed call.
  *
  * Each stream has its own non-blocking CUDA stream and captures one CUDA
- * graph per push size (1..8 frames; larger pushes run in 8-frame steps).
- * Read when a stream is created: TALKBOX_CODEC_NO_GRAPH=1 launches the
- * kernels directly instead; TALKBOX_CODEC_V1=1 selects the first kernel set
- * (separate RMSNorm/SwiGLU kernels, one warp per GEMV column), kept for A/B
- * timing (see NOTES.md).
+ * graph per push size (1..8 frames; larger pushes run in 8-frame steps),
+ * unless tbc_params.cuda_graphs is 0.
  */
 #ifndef TALKBOX_CODEC_H
 #define TALKBOX_CODEC_H
@@ -26,7 +28,7 @@
 extern "C" {
 #endif
 
-#define TBC_ABI_VERSION 1
+#define TBC_ABI_VERSION 2
 #define TBC_GROUPS 16
 #define TBC_MAX_LAYERS 32
 #define TBC_MAX_UP 4
@@ -99,6 +101,12 @@ typedef struct {
 	tbc_conv final_conv; /* out = 1 */
 } tbc_weights;
 
+/* Choices made at create time; start from tbc_default_params(). */
+typedef struct {
+	int device;      /* CUDA device index (0) */
+	int cuda_graphs; /* 1: each stream replays one CUDA graph per push size (the default); 0: direct launches */
+} tbc_params;
+
 typedef struct tbc_model tbc_model;   /* device weights, shared by streams */
 typedef struct tbc_stream tbc_stream; /* one utterance's state and buffers */
 
@@ -107,7 +115,10 @@ const char *tbc_last_error(void);
 int tbc_device_count(void);
 int tbc_device_name(int device, char *name, int cap);
 
-tbc_model *tbc_create(const tbc_weights *w, int device);
+/* The defaults of every tbc_params field (documented there). */
+tbc_params tbc_default_params(void);
+/* Uploads w (which may be released afterwards) with params p (NULL: the defaults). */
+tbc_model *tbc_create(const tbc_weights *w, const tbc_params *p);
 void tbc_destroy(tbc_model *m);
 int tbc_samples_per_frame(const tbc_model *m);
 
@@ -120,6 +131,9 @@ int tbc_push(tbc_stream *s, const int32_t *codes, int n, float *out);
 int tbc_reset(tbc_stream *s);
 /* tbc_frames is the number of frames decoded since the last reset. */
 int64_t tbc_frames(const tbc_stream *s);
+/* ---------------------------------------------------------------------------
+ * Benchmark hook (`talkbox bench`): not needed to decode. */
+
 /* tbc_bench times iters pushes of n frames each (codes [iters*n][16]) with
  * CUDA events around each graph launch, writing iters times in ms. */
 int tbc_bench(tbc_stream *s, const int32_t *codes, int n, int iters, float *ms);

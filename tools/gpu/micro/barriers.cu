@@ -2,7 +2,7 @@
 // kernel's counter barrier against other global-memory forms and against
 // thread block cluster barriers, under a cooperative launch of one CTA an SM
 // with the decode kernel's shared-memory footprint. Not part of the build:
-//   nvcc -std=c++17 -arch=sm_90 -o /tmp/barriers native/micro/barriers.cu && /tmp/barriers
+//   nvcc -std=c++17 -arch=sm_90 -o /tmp/barriers tools/gpu/micro/barriers.cu && /tmp/barriers
 #include <cstdio>
 #include <cuda_runtime.h>
 

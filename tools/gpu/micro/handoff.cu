@@ -25,7 +25,7 @@
 //   ..., W_down^T cp.async u64 red, the rows copied into shared memory (cp.async)
 //                          before gate/up, read from there after it
 // The stop-16 and stop-17 figures are in docs/BENCHMARKS.md. Not part of the build (CUDA 12+, sm_90):
-//   nvcc -std=c++17 -arch=sm_90 -o /tmp/handoff native/micro/handoff.cu && /tmp/handoff
+//   nvcc -std=c++17 -arch=sm_90 -o /tmp/handoff tools/gpu/micro/handoff.cu && /tmp/handoff
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

@@ -1,21 +1,28 @@
 #!/usr/bin/env bash
-# One call on a GPU machine (the device tool): build the native libraries,
-# run the CUDA tests and time the engine, each stage under a time limit so a
-# hang costs one stage, not the call. Everything it prints also goes to $OUT.
+# One call on a GPU machine (a maintainer's tool, not part of the product):
+# build the native libraries, run the CUDA tests and time the engine, each
+# stage under a time limit so a hang costs one stage, not the call.
+# Everything it prints also goes to $OUT. Run from anywhere:
+#   bash tools/gpu/devcheck.sh
 #
-# Prepared here (x86-64, cgo) and carried:
+# Prepared on the build machine (x86-64, cgo) and carried:
 #   .devbin/cuda.test, .devbin/cudacodec.test   go test -c -tags noblas ./engine/cuda (./engine/cudacodec)
 #   .devbin/talkbox-portable.gz                 make cli-portable, gzipped (the carry limit is 64 MiB)
 #   .devbin/variants/NAME/{src,include}/        optional other kernel sources to build and time (A/B)
 #   .golden/                                    the golden files the CUDA tests read
-# Stages (STAGES, space-separated): build bench test prof envs variants e2e sweep ncu
+# Prepare them with:
+#   mkdir -p .devbin && go test -c -tags noblas -o .devbin/cuda.test ./engine/cuda &&
+#   go test -c -tags noblas -o .devbin/cudacodec.test ./engine/cudacodec &&
+#   make cli-portable && gzip -c bin/talkbox-portable > .devbin/talkbox-portable.gz &&
+#   cp -r ../shared/testdata/golden .golden
+# Stages (STAGES, space-separated): build bench test prof flags variants e2e sweep ncu
 #   TB_ARCHS (default 90) and TB_DEFS pass through to native/build.sh.
 #   VARIANTS="name:-DTB_X=1 other:-DTB_Y=2" builds this tree with those
 #   defines as more variants (defines joined by commas: name:-DA=1,-DB=2).
 # $OUT keeps few files (the device tool returns at most 8): summary.txt,
 # test_cuda.log, bench_new.json, bench_e2e.json and bench_all.log.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT="${OUT:-/tmp/devcheck}"
 mkdir -p "$OUT" /tmp/devlogs
 STAGES="${STAGES:-build bench test}"
@@ -76,11 +83,11 @@ if has build; then
   bash native/build.sh > $L/build.log 2>&1 & pids+=($!)
   bash native/codec/build.sh > $L/build_codec.log 2>&1 & pids+=($!)
   if has prof; then
-    TB_DEFS="-DTB_PROF=1" TB_OUT=/tmp/tbv/prof/libtalkbox_native.so bash native/build.sh > $L/build_prof.log 2>&1 & pids+=($!)
+    TB_STACK_CHECK=0 TB_DEFS="-DTB_PROF=1" TB_OUT=/tmp/tbv/prof/libtalkbox_native.so bash native/build.sh > $L/build_prof.log 2>&1 & pids+=($!)
   fi
   for v in ${VARIANTS:-}; do
     name=${v%%:*}
-    TB_DEFS="$(tr , ' ' <<<"${v#*:}")" TB_OUT="/tmp/tbv/$name/libtalkbox_native.so" bash native/build.sh \
+    TB_STACK_CHECK=0 TB_DEFS="$(tr , ' ' <<<"${v#*:}")" TB_OUT="/tmp/tbv/$name/libtalkbox_native.so" bash native/build.sh \
       > "$L/build_$name.log" 2>&1 & pids+=($!)
   done
   if has variants; then
@@ -89,12 +96,12 @@ if has build; then
       name=$(basename "$v")
       # A variant is a whole source tree (src/, include/) built the same way.
       mkdir -p "/tmp/tbv/$name" && cp -r "$v"/* "/tmp/tbv/$name/"
-      cp native/build.sh native/nvcc-targets.sh "/tmp/tbv/$name/"
-      TB_OUT="/tmp/tbv/$name/libtalkbox_native.so" bash "/tmp/tbv/$name/build.sh" > "$L/build_$name.log" 2>&1 & pids+=($!)
+      cp native/build.sh native/nvcc-targets.sh native/check-stack.sh "/tmp/tbv/$name/"
+      TB_STACK_CHECK=0 TB_OUT="/tmp/tbv/$name/libtalkbox_native.so" bash "/tmp/tbv/$name/build.sh" > "$L/build_$name.log" 2>&1 & pids+=($!)
     done
   fi
   for p in "${pids[@]}"; do wait "$p" || log "a build failed (see build*.log)"; done
-  tail -n 3 $L/build*.log | tee -a "$OUT/summary.txt"
+  tail -n 5 $L/build*.log | tee -a "$OUT/summary.txt"
   ls -la native/build/ /tmp/tbv/*/ 2>/dev/null | grep "\.so" | tee -a "$OUT/summary.txt"
 fi
 
@@ -120,26 +127,27 @@ if has test; then
 fi
 
 if has prof; then bench prof /tmp/tbv/prof $BENCH_ARGS; fi
-# ENVS="name:VAR=v,VAR2=w ...": the default build benched under other
-# run-time switches (TALKBOX_FUSED_MAX_LEN, TALKBOX_PREFILL, ...).
-if has envs; then
-  for v in ${ENVS:-}; do
+# FLAGSETS="name:--flag=v,--other=w ...": the default build benched with
+# other create-time parameters (`talkbox bench --fused-max-len N`,
+# `--prefill passes`: tb_params in native/include/talkbox_native.h).
+if has flags; then
+  for v in ${FLAGSETS:-}; do
     # shellcheck disable=SC2046
-    (export $(tr , ' ' <<<"${v#*:}") && bench "env_${v%%:*}" "$PWD/native/build" $BENCH_ARGS)
+    bench "flags_${v%%:*}" "$PWD/native/build" $BENCH_ARGS $(tr , ' ' <<<"${v#*:}")
   done
 fi
 for name in ${variants[@]+"${variants[@]}"}; do bench "$name" "/tmp/tbv/$name" $BENCH_ARGS; done
 if has e2e; then BENCH_TIMEOUT=300 bench e2e "$PWD/native/build" $E2E_ARGS; fi
 # Talker context sweep: decode_kernel<true> (attention fused with O) against
 # <false> at growing prompts (each bench's frames run from there 120 positions
-# on); picks FUSED_MAX_LEN in engine.cu.
+# on); picks FUSED_MAX_LEN in native/src/engine.cu.
 if has sweep; then
-  log "context sweep (TALKBOX_FUSED_MAX_LEN 0 = five phases, 100000 = fused)"
+  log "context sweep (--fused-max-len -1 = five phases, 100000 = fused)"
   # SWEEP_LIBS: library folders to sweep (default: this tree's build).
   for lib in ${SWEEP_LIBS:-$PWD/native/build}; do
     for rows in ${SWEEP_ROWS:-40 128 256 512 1024}; do
-      for ml in 0 100000; do
-        TALKBOX_FUSED_MAX_LEN=$ml TALKBOX_NATIVE=$lib timeout 120 $TB bench --model $SYNTH --backend cuda \
+      for ml in -1 100000; do
+        TALKBOX_NATIVE=$lib timeout 120 $TB bench --model $SYNTH --backend cuda --fused-max-len $ml \
           --frames 10 --codec-frames 0 --prompt-rows "$rows" 2>/dev/null |
           python3 -c "import json,sys; r=json.load(sys.stdin); print('$(basename "$(dirname "$lib")")/$(basename "$lib") rows=$rows fused_max_len=$ml talker=%.4f predictor=%.4f frame=%.4f greedy=%.4f prefill=%.3f' % (r['talker_step_ms'], r['predictor_step_ms'], r['frame_ms'], r['frame_greedy_ms'], r['prefill_ms']))" |
           tee -a "$OUT/summary.txt"
