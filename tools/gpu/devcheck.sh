@@ -10,6 +10,8 @@
 #   .devbin/talkbox-portable.gz                 make cli-portable, gzipped (the carry limit is 64 MiB)
 #   .devbin/variants/NAME/{src,include}/        optional other kernel sources to build and time (A/B)
 #   .golden/                                    the golden files the CUDA tests read
+#   .devbin/lib/                                optional shared libraries the binary needs and the host
+#                                               lacks (`ldd bin/talkbox-portable`: libsoxr.so.0)
 # Prepare them with:
 #   mkdir -p .devbin && go test -c -tags noblas -o .devbin/cuda.test ./engine/cuda &&
 #   go test -c -tags noblas -o .devbin/cudacodec.test ./engine/cudacodec &&
@@ -72,6 +74,7 @@ EOF
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,utilization.gpu --format=csv |
   tee -a "$OUT/summary.txt"
+[ -d .devbin/lib ] && export LD_LIBRARY_PATH="$PWD/.devbin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 if [ -f .devbin/talkbox-portable.gz ]; then  # always: a warm machine keeps the last one
   gunzip -c .devbin/talkbox-portable.gz > $TB && chmod +x $TB
 fi

@@ -4,7 +4,7 @@
 # 1, 8, 16 and 64 concurrent streams (issue 27). Each loadtest prints one
 # JSON object into $OUT/loadtest_N.json; $OUT/summary.txt has the table.
 #
-# Prepared here and carried (as for native/devcheck.sh):
+# Prepared here and carried (as for tools/gpu/devcheck.sh):
 #   .devbin/talkbox-portable.gz   make cli-portable && gzip -c bin/talkbox-portable > .devbin/talkbox-portable.gz
 #   .golden/                      the golden folder (its tiny checkpoint lends the synthetic one a tokenizer)
 #   .devbin/lib/                  optional shared libraries the binary needs and the host lacks
@@ -12,7 +12,7 @@
 # Knobs: STREAMS ("1 8 16 64"), FRAMES (125 = 10 s of audio an utterance,
 # as bench --e2e-frames), PER_STREAM (requests per stream, 2), MAX_STREAMS (64).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT="${OUT:-/tmp/serveload}"
 mkdir -p "$OUT" /tmp/devlogs
 export TB_ARCHS="${TB_ARCHS:-90}"
