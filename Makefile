@@ -96,6 +96,7 @@ FUZZ_TARGETS := \
 	engine/text:FuzzTokenizerFiles \
 	engine/codesfile:FuzzRead \
 	engine/wav:FuzzDecode \
+	engine/audioin:FuzzDecode \
 	engine/voice:FuzzReadFile \
 	app/settings:FuzzLoad \
 	app/server:FuzzParseSpeech

@@ -157,12 +157,18 @@ func sayText(file string, args []string) (string, error) {
 	case file != "" && len(args) > 0:
 		return "", usageErrorf("give the text either with --file or as arguments, not both")
 	case file == "-" || (file == "" && len(args) == 1 && args[0] == "-"):
-		b, err = io.ReadAll(stdin)
-		if err != nil {
-			return "", fmt.Errorf("reading standard input: %w", err)
+		if b, err = readText(stdin, "standard input"); err != nil {
+			return "", err
 		}
 	case file != "":
-		if b, err = os.ReadFile(file); err != nil {
+		// Not only regular files: <(command) is a pipe. The size bound
+		// keeps /dev/zero or an endless pipe from growing without limit.
+		f, err := os.Open(file)
+		if err != nil {
+			return "", err
+		}
+		defer f.Close()
+		if b, err = readText(f, file); err != nil {
 			return "", err
 		}
 	default:
@@ -173,6 +179,22 @@ func sayText(file string, args []string) (string, error) {
 		return "", usageErrorf("no text given: talkbox say [flags] TEXT, --file FILE, or - to read standard input")
 	}
 	return text, nil
+}
+
+// maxTextBytes bounds the text say reads from a file or standard input:
+// hours of speech, far beyond any real script.
+const maxTextBytes = 16 << 20
+
+// readText reads all of r, up to maxTextBytes; name says where from.
+func readText(r io.Reader, name string) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, maxTextBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", name, err)
+	}
+	if len(b) > maxTextBytes {
+		return nil, fmt.Errorf("%s: more than %d MB of text; split it into several files", name, maxTextBytes>>20)
+	}
+	return b, nil
 }
 
 // sayFormat is --format when given, else the format --out's extension names.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"io/fs"
 	"os"
 	"os/signal"
@@ -160,5 +161,37 @@ func TestSayDefaultVoiceAndInstruct(t *testing.T) {
 	args = []string{"say", "--model", ck, "--backend", "cpu", "--instruct", "whisper", "--frames", "2", "--out", out, "hello"}
 	if code := run(args, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "1.7B CustomVoice and the VoiceDesign") {
 		t.Fatalf("instruct on 0.6B: exit %d: %s", code, stderr.String())
+	}
+}
+
+// endlessText never ends, like /dev/zero or a runaway pipe.
+type endlessText struct{}
+
+func (endlessText) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'a'
+	}
+	return len(p), nil
+}
+
+// Text from a file or standard input is bounded: /dev/zero or an endless
+// pipe is an error naming the limit, not a process that grows until killed.
+func TestSayTextIsBounded(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		in   io.Reader
+	}{
+		{[]string{"say", "--file", "/dev/zero", "--out", "/dev/null"}, nil},
+		{[]string{"say", "--out", "/dev/null", "-"}, endlessText{}},
+	} {
+		if tc.in != nil {
+			stdin = tc.in
+		}
+		var stdout, stderr bytes.Buffer
+		code := run(tc.args, &stdout, &stderr)
+		stdin = os.Stdin
+		if code != 1 || !strings.Contains(stderr.String(), "more than 16 MB of text") {
+			t.Errorf("%v: exit %d, %q", tc.args, code, stderr.String())
+		}
 	}
 }

@@ -11,11 +11,11 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 
 	"github.com/mewkiz/flac"
 
 	"talkbox/engine/wav"
+	"talkbox/internal/regfile"
 )
 
 // SampleRate is the rate of every clip this package returns (the speech
@@ -130,6 +130,19 @@ func decodeFLAC(b []byte) ([]float32, Source, error) {
 			return nil, Source{}, fmt.Errorf("%w: FLAC frame: %v", ErrNotAudio, err)
 		}
 		n := int(fr.BlockSize)
+		if len(fr.Subframes) < ch {
+			return nil, Source{}, fmt.Errorf("%w: FLAC frame %d has %d channels, the stream %d", ErrNotAudio, len(mono), len(fr.Subframes), ch)
+		}
+		for c := 0; c < ch; c++ {
+			if len(fr.Subframes[c].Samples) < n {
+				return nil, Source{}, fmt.Errorf("%w: FLAC frame %d is short of samples", ErrNotAudio, len(mono))
+			}
+		}
+		if len(mono)+n > maxDecodedSeconds*int(si.SampleRate) {
+			// A few bytes of FLAC can describe hours of constant samples;
+			// Prepare keeps MaxSeconds, so decoding further only costs memory.
+			break
+		}
 		for i := 0; i < n; i++ {
 			var s float32
 			for c := 0; c < ch; c++ {
@@ -169,6 +182,14 @@ func downmix(x []float32, ch int) []float32 {
 	return out
 }
 
+// maxDecodedSeconds bounds how much of a FLAC stream is decoded: past
+// MaxSeconds (which Prepare keeps) only the notice that it was cut matters.
+const maxDecodedSeconds = 2 * MaxSeconds
+
+// MaxFileBytes bounds an audio file LoadFile reads: over ten minutes of
+// 48 kHz stereo 32-bit audio; a reference clip is cut to MaxSeconds anyway.
+const MaxFileBytes = 256 << 20
+
 // Load decodes, checks and resamples a file's bytes.
 func Load(b []byte) (*Clip, error) {
 	mono, src, err := Decode(b)
@@ -180,7 +201,9 @@ func Load(b []byte) (*Clip, error) {
 
 // LoadFile is Load on a file.
 func LoadFile(path string) (*Clip, error) {
-	b, err := os.ReadFile(path)
+	// A regular file of bounded size: a FIFO or device must not hang or
+	// exhaust memory.
+	b, err := regfile.ReadFile(path, MaxFileBytes)
 	if err != nil {
 		return nil, err
 	}

@@ -6,11 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"talkbox/engine/golden"
 	"talkbox/engine/wav"
+	"talkbox/internal/regfile"
 )
 
 // resampleTol is the bar for the 24 kHz arrays. The golden data set measured
@@ -281,5 +285,26 @@ func TestWriterRoundTrip(t *testing.T) {
 	}
 	if golden.MaxAbsDiff(c.Samples, x) != 0 {
 		t.Error("24 kHz float WAV did not load back unchanged")
+	}
+}
+
+// A FIFO or device given as the reference audio is refused at once; before,
+// LoadFile blocked on a FIFO and read /dev/zero until memory ran out.
+func TestLoadFileRefusesSpecialFiles(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "ref.wav")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skip("mkfifo:", err)
+	}
+	for _, p := range []string{fifo, "/dev/zero"} {
+		done := make(chan error, 1)
+		go func() { _, err := LoadFile(p); done <- err }()
+		select {
+		case err := <-done:
+			if !errors.Is(err, regfile.ErrNotRegular) {
+				t.Errorf("%s: %v", p, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: LoadFile blocked", p)
+		}
 	}
 }
