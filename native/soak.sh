@@ -4,7 +4,7 @@
 # one engine with random texts, voices, cancels and Stops racing the next
 # Speak; $OUT/soak.json has RSS, goroutines and GPU memory at start and end.
 #
-# Prepared here and carried (as for native/serveload.sh):
+# Prepared here and carried (as for tools/gpu/serveload.sh):
 #   .devbin/soak.gz               go build -tags nogui,noblas,noopus -o bin/soak ./tools/soak && gzip -c bin/soak > .devbin/soak.gz
 #   .devbin/talkbox-portable.gz   make cli-portable && gzip -c bin/talkbox-portable > .devbin/talkbox-portable.gz
 #   .golden/                      the golden folder (its tiny checkpoint lends the synthetic one a tokenizer)

@@ -98,7 +98,7 @@ typedef struct {
     /* The talker step fuses attention with the O projection (decode_kernel<true>)
      * while its context is at most fused_max_len positions, and runs five phases a
      * layer (decode_kernel<false>) past it; 0: never fused. Default 224, from the
-     * H100 context sweep in docs/BENCHMARKS.md. */
+     * H100 context sweep in docs/dev/LATENCY.md. */
     int fused_max_len;
     int prefill;         /* TB_PREFILL_TENSOR_CORES or TB_PREFILL_PASSES (TB_PREFILL_TENSOR_CORES) */
 } tb_params;

@@ -57,8 +57,8 @@ int device_stream(int dev, cudaStream_t* out) {
 constexpr int SLOTS = 4;
 // decode_kernel<true> (the talker's attention fused with O) up to this talker
 // context, decode_kernel<false> (five phases a talker layer) after; both fuse
-// the predictor's steps. From the H100 context sweep (docs/BENCHMARKS.md,
-// 2026-11-24 late night): the fused frame is 0.7% faster over positions
+// the predictor's steps. From the H100 context sweep (docs/dev/LATENCY.md,
+// Settings): the fused frame is 0.7% faster over positions
 // 128-248, the five-phase one 2.6% faster over 256-376. tb_params.fused_max_len
 // overrides it.
 constexpr int FUSED_MAX_LEN = 224;

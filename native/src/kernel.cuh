@@ -993,7 +993,7 @@ __device__ __forceinline__ void norm_resid(float* xs, const long long* x, const 
 // copy b % NCOPY (fix_row), which run_stack zeroed. The layer's input is row (l + 1) & 1 (for layer 0
 // the step's input, written there by CTA 0). Shared memory past xs: act [I],
 // residual [H], partials [ng][H] (engine.cu sizes it).
-// Micro-benchmark (native/micro/handoff.cu, H100, 28 layers of 0.6B shapes,
+// Micro-benchmark (tools/gpu/micro/handoff.cu, H100, 28 layers of 0.6B shapes,
 // 16 head partials): 0.570 -> 0.520 ms against the four-phase layer.
 __device__ __forceinline__ void gate_up_down(const Params& a, const StackD& S, const LayerD& Lw, int l, float* xs,
                                              float* red, Grid* gp) {

@@ -1,4 +1,4 @@
-// Grid-barrier micro-benchmark (docs/BENCHMARKS.md, stop 15): the decode
+// Grid-barrier micro-benchmark (docs/dev/LATENCY.md, "Barriers and hand-offs"): the decode
 // kernel's counter barrier against other global-memory forms and against
 // thread block cluster barriers, under a cooperative launch of one CTA an SM
 // with the decode kernel's shared-memory footprint. Not part of the build:

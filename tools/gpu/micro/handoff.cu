@@ -24,7 +24,8 @@
 //                          before gate/up (they depend on nothing)
 //   ..., W_down^T cp.async u64 red, the rows copied into shared memory (cp.async)
 //                          before gate/up, read from there after it
-// The stop-16 and stop-17 figures are in docs/BENCHMARKS.md. Not part of the build (CUDA 12+, sm_90):
+// Its figures are summed up in docs/dev/LATENCY.md (the full tables: git show
+// 566d9c9:docs/BENCHMARKS.md, stops 16 and 17). Not part of the build (CUDA 12+, sm_90):
 //   nvcc -std=c++17 -arch=sm_90 -o /tmp/handoff tools/gpu/micro/handoff.cu && /tmp/handoff
 #include <algorithm>
 #include <cmath>
