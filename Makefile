@@ -113,7 +113,8 @@ race: deps
 # 1,000 utterances through one engine (random texts, voices, cancels, Stops
 # racing the next Speak); prints RSS, goroutines and GPU memory as JSON and
 # fails on any error but a cancellation. Not in `make test` (minutes).
-# BACKEND=cuda SOAK_MODEL=$(SYNTH_DIR) runs it on the GPU (after make native).
+# BACKEND=cuda SOAK_MODEL=$(SYNTH_DIR) runs it on the GPU (after make native);
+# tools/gpu/soak.sh is the same in one call on a lent GPU machine.
 SOAK_MODEL ?= $(GOLDEN_TOKENIZER)
 SOAK_N ?= 1000
 soak: deps

@@ -11,7 +11,7 @@
 #   .devbin/lib/                  optional shared libraries the binaries need and the host lacks
 # Knobs: N (1000 utterances), MAX_FRAMES (12 frames at most an utterance).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT="${OUT:-/tmp/soak}"
 mkdir -p "$OUT" /tmp/devlogs
 export TB_ARCHS="${TB_ARCHS:-90}"
