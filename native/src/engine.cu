@@ -262,7 +262,7 @@ int build_stack(tb_engine* e, const tb_stack_dims& d, const tb_layer* layers, co
 // take decode_kernel<true> whatever tpos is, so their timing comes from one
 // compiled kernel.
 const void* decode_fn(const tb_engine* e) {
-  const bool fused = e->P.mode == MODE_PREDICTOR || e->P.tpos + 1 <= e->fused_max_len;
+  const bool fused = e->P.arg.mode == MODE_PREDICTOR || e->P.arg.tpos + 1 <= e->fused_max_len;
   return fused ? (const void*)decode_kernel<true> : (const void*)decode_kernel<false>;
 }
 
@@ -270,10 +270,10 @@ int launch(tb_engine* e) {
   // Two grid-barrier counters, alternating: each launch zeroes the one the
   // next launch uses (the kernel's CTA 0, once it no longer needs it), so no
   // memset runs between launches.
-  e->P.bar = e->bars + e->bar_parity;
-  e->P.bar_next = e->bars + (e->bar_parity ^ 1);
+  e->P.arg.bar = e->bars + e->bar_parity;
+  e->P.arg.bar_next = e->bars + (e->bar_parity ^ 1);
   void* args[] = {&e->P};
-  const void* fn = e->P.mode == MODE_PREFILL ? (const void*)prefill_kernel : decode_fn(e);
+  const void* fn = e->P.arg.mode == MODE_PREFILL ? (const void*)prefill_kernel : decode_fn(e);
   CK(cudaLaunchCooperativeKernel(fn, dim3(e->grid), dim3(NT), args, (size_t)e->smem,
                                  e->stream));
   e->bar_parity ^= 1;  // only for a queued launch: a refused one zeroed nothing
@@ -283,11 +283,11 @@ int launch(tb_engine* e) {
 // Position chunks for attention: enough to spread long contexts over the
 // grid, one per 32 positions of the shortest context in the launch.
 int chunks_for(const tb_engine* e, int len_min, int tokens) {
-  const int by_grid = std::max(1, e->grid / (e->P.tk.nh * tokens));
+  const int by_grid = std::max(1, e->grid / (e->P.w.tk.nh * tokens));
   // 32 positions per chunk: each warp of an item then loads at most a couple
   // of K/V rows one after another (a dependent L2 round trip each).
   const int by_len = std::max(1, (len_min + 31) / 32);
-  return std::max(1, std::min({by_grid, by_len, e->P.cmax, len_min}));
+  return std::max(1, std::min({by_grid, by_len, e->P.buf.cmax, len_min}));
 }
 
 int run_prefill_tc(tb_engine* e);
@@ -298,13 +298,13 @@ int run_prefill_launches(tb_engine* e) {
   const int H = e->Htk;
   for (int p0 = 0; p0 < n; p0 += e->mmax) {
     const int m = std::min(e->mmax, n - p0);
-    e->P.mode = MODE_PREFILL;
-    e->P.p0 = p0;
-    e->P.m = m;
-    e->P.rows = e->d_rows + (size_t)p0 * H;
-    e->P.chunks = chunks_for(e, p0 + 1, m);
-    e->P.last = p0 + m == n;
-    e->P.out = e->d_out + SLOTS * OUTW;
+    e->P.arg.mode = MODE_PREFILL;
+    e->P.arg.p0 = p0;
+    e->P.arg.m = m;
+    e->P.arg.rows = e->d_rows + (size_t)p0 * H;
+    e->P.arg.chunks = chunks_for(e, p0 + 1, m);
+    e->P.arg.last = p0 + m == n;
+    e->P.arg.out = e->d_out + SLOTS * OUTW;
     if (launch(e)) return -1;
   }
   return 0;
@@ -348,7 +348,7 @@ void gemm_run(cudaStream_t st, const pf::GemmArgs& g) {
 
 int run_prefill_tc(tb_engine* e) {
   const int n = e->prefill_rows;
-  const StackD& S = e->P.tk;
+  const StackD& S = e->P.w.tk;
   const int H = S.H, I = S.I, AO = S.nh * HD, QN = (S.nh + 2 * S.nkv) * HD;
   if (n > e->pf_cap) {
     e->pf_cap = 0;
@@ -378,21 +378,21 @@ int run_prefill_tc(tb_engine* e) {
   CK(cudaGetLastError());
   // The last row's residual goes where the cooperative kernel's head reads
   // it; that kernel (m = 0: head and sampling only) draws group 0.
-  CK(cudaMemcpyAsync(e->P.x, x + (size_t)(n - 1) * H, (size_t)H * 4, cudaMemcpyDeviceToDevice, st));
-  e->P.mode = MODE_PREFILL;
-  e->P.m = 0;
-  e->P.last = 1;
-  e->P.out = e->d_out + SLOTS * OUTW;
+  CK(cudaMemcpyAsync(e->P.buf.x, x + (size_t)(n - 1) * H, (size_t)H * 4, cudaMemcpyDeviceToDevice, st));
+  e->P.arg.mode = MODE_PREFILL;
+  e->P.arg.m = 0;
+  e->P.arg.last = 1;
+  e->P.arg.out = e->d_out + SLOTS * OUTW;
   return launch(e);
 }
 
 int submit_kind(tb_engine* e, int mode, int step) {
-  e->P.mode = mode;
-  e->P.bench_step = step;
-  e->P.frame = e->frame;
-  e->P.tpos = e->npre + e->frame;
-  e->P.m = 1;
-  e->P.chunks = chunks_for(e, e->P.tpos + 1, 1);
+  e->P.arg.mode = mode;
+  e->P.arg.bench_step = step;
+  e->P.arg.frame = e->frame;
+  e->P.arg.tpos = e->npre + e->frame;
+  e->P.arg.m = 1;
+  e->P.arg.chunks = chunks_for(e, e->P.arg.tpos + 1, 1);
   return launch(e);
 }
 
@@ -547,8 +547,8 @@ tb_engine* tb_create(const tb_weights* w, const tb_params* params) {
   e->grid = prop.multiProcessorCount;  // one CTA per SM; cooperative launch refuses what cannot be co-resident
 
   Params& P = e->P;
-  if (build_stack(e, T, w->talker_layers, w->talker_norm, prm.max_positions, &P.tk, &e->tk_layers, "talker") ||
-      build_stack(e, C, w->predictor_layers, w->predictor_norm, MAXG, &P.cp, nullptr, "code predictor"))
+  if (build_stack(e, T, w->talker_layers, w->talker_norm, prm.max_positions, &P.w.tk, &e->tk_layers, "talker") ||
+      build_stack(e, C, w->predictor_layers, w->predictor_norm, MAXG, &P.w.cp, nullptr, "code predictor"))
     return bail();
   // The tensor-core prefill where its shape rules allow, else the cooperative passes.
   e->tc_prefill = prm.prefill == TB_PREFILL_TENSOR_CORES && tc_prefill_fits(T);
@@ -556,9 +556,9 @@ tb_engine* tb_create(const tb_weights* w, const tb_params* params) {
   const int G = w->num_groups, V = T.vocab, Vp = C.vocab;
   uint16_t* p;
   if (upload(e, &p, w->codec_head, (size_t)V * T.hidden, "codec_head")) return bail();
-  P.codec_head = p;
+  P.w.codec_head = p;
   if (upload(e, &p, w->codec_embedding, (size_t)V * T.hidden, "codec_embedding")) return bail();
-  P.codec_emb = p;
+  P.w.codec_emb = p;
   uint16_t *heads, *embs;
   if (e->alloc(&heads, (size_t)(G - 1) * Vp * C.hidden) || e->alloc(&embs, (size_t)(G - 1) * Vp * T.hidden))
     return bail();
@@ -575,13 +575,13 @@ tb_engine* tb_create(const tb_weights* w, const tb_params* params) {
       return bail();
     }
   }
-  P.cp_heads = heads;
-  P.cp_embs = embs;
+  P.w.cp_heads = heads;
+  P.w.cp_embs = embs;
   if (C.hidden != T.hidden) {
     if (upload(e, &p, w->mtp_proj_weight, (size_t)C.hidden * T.hidden, "small_to_mtp_projection")) return bail();
-    P.proj_w = p;
+    P.w.proj_w = p;
     if (upload(e, &p, w->mtp_proj_bias, C.hidden, "small_to_mtp_projection bias")) return bail();
-    P.proj_b = p;
+    P.w.proj_b = p;
   }
   // The optional text projection (tb_project_text): all four tensors or none.
   if (w->text_fc1 || w->text_fc1_bias || w->text_fc2 || w->text_fc2_bias || w->text_hidden) {
@@ -601,29 +601,29 @@ tb_engine* tb_create(const tb_weights* w, const tb_params* params) {
       return bail();
     }
   }
-  P.V = V;
-  P.Vp = Vp;
-  P.G = G;
-  P.eos = w->codec_eos;
-  P.supp_from = w->suppress_from;
-  P.min_new = w->min_new_tokens;
-  P.mmax = mmax;
-  P.xstride = std::max(T.hidden, C.hidden);
-  P.qkv_stride = std::max((T.heads + 2 * T.kv_heads) * HD, (C.heads + 2 * C.kv_heads) * HD);
-  P.cmax = 16;
-  P.act_stride = std::max(T.intermediate, C.intermediate);
+  P.w.V = V;
+  P.w.Vp = Vp;
+  P.w.G = G;
+  P.w.eos = w->codec_eos;
+  P.w.supp_from = w->suppress_from;
+  P.w.min_new = w->min_new_tokens;
+  P.buf.mmax = mmax;
+  P.buf.xstride = std::max(T.hidden, C.hidden);
+  P.buf.qkv_stride = std::max((T.heads + 2 * T.kv_heads) * HD, (C.heads + 2 * C.kv_heads) * HD);
+  P.buf.cmax = 16;
+  P.buf.act_stride = std::max(T.intermediate, C.intermediate);
   const int nhmax = std::max(T.heads, C.heads);
   e->hist_words = (size_t)(V + 31) / 32;
   // xfix: the parity rows' copies and the O row (fix_row).
   const size_t fix_rows = (size_t)std::max(3, fix_row(1, NCOPY - 1) + 1);
-  if (e->alloc(&P.x, (size_t)mmax * P.xstride) || e->alloc(&P.xfix, fix_rows * P.xstride) ||
-      e->alloc(&P.qkv, (size_t)mmax * P.qkv_stride) ||
+  if (e->alloc(&P.buf.x, (size_t)mmax * P.buf.xstride) || e->alloc(&P.buf.xfix, fix_rows * P.buf.xstride) ||
+      e->alloc(&P.buf.qkv, (size_t)mmax * P.buf.qkv_stride) ||
       // part: the chunked attention's partials.
-      e->alloc(&P.part, (size_t)mmax * nhmax * P.cmax * PSTRIDE) ||
-      e->alloc(&P.act, (size_t)mmax * P.act_stride) ||
-      e->alloc(&P.hidden, T.hidden) || e->alloc(&P.tlogits, V) || e->alloc(&P.plogits, (size_t)(G - 1) * Vp) ||
-      e->alloc(&P.hist, e->hist_words) || e->alloc(&P.samp_scratch, (size_t)e->sms * 2 * std::max(V, Vp)) ||
-      e->alloc(&P.state, 32) || e->alloc(&e->d_out, (SLOTS + 1) * OUTW) ||
+      e->alloc(&P.buf.part, (size_t)mmax * nhmax * P.buf.cmax * PSTRIDE) ||
+      e->alloc(&P.buf.act, (size_t)mmax * P.buf.act_stride) ||
+      e->alloc(&P.buf.hidden, T.hidden) || e->alloc(&P.buf.tlogits, V) || e->alloc(&P.buf.plogits, (size_t)(G - 1) * Vp) ||
+      e->alloc(&P.buf.hist, e->hist_words) || e->alloc(&P.buf.samp_scratch, (size_t)e->sms * 2 * std::max(V, Vp)) ||
+      e->alloc(&P.buf.state, 32) || e->alloc(&e->d_out, (SLOTS + 1) * OUTW) ||
       e->alloc(&e->bars, 2) || e->alloc(&e->d_pad, T.hidden))
     return bail();
   if (cudaMemset(e->bars, 0, 2 * sizeof(unsigned)) != cudaSuccess) {
@@ -631,7 +631,7 @@ tb_engine* tb_create(const tb_weights* w, const tb_params* params) {
     return bail();
   }
 #if TB_PROF
-  if (e->alloc(&P.prof, PROF_WORDS)) return bail();
+  if (e->alloc(&P.dbg.prof, PROF_WORDS)) return bail();
 #endif
   if (cudaMallocHost(&e->h_out, SLOTS * OUTW * sizeof(int32_t)) != cudaSuccess) {
     fail("cudaMallocHost: %s", cudaGetErrorString(cudaGetLastError()));
@@ -643,15 +643,15 @@ tb_engine* tb_create(const tb_weights* w, const tb_params* params) {
     return bail();
   }
   memset(e->h_early, 0, EARLYW * sizeof(int32_t));
-  P.early = e->d_early;
+  P.buf.early = e->d_early;
   for (auto& ev : e->ev)
     if (cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess) {
       fail("cudaEventCreate: %s", cudaGetErrorString(cudaGetLastError()));
       return bail();
     }
-  P.pad = e->d_pad;
-  P.st = SamplerD{0, 1.f, 0, 1.f, 1.f};
-  P.sp = P.st;
+  P.buf.pad = e->d_pad;
+  P.arg.st = SamplerD{0, 1.f, 0, 1.f, 1.f};
+  P.arg.sp = P.arg.st;
   if (tb_reset(e)) return bail();
   if (cudaDeviceSynchronize() != cudaSuccess) {
     fail("create: %s", cudaGetErrorString(cudaGetLastError()));
@@ -690,8 +690,8 @@ int tb_reset(tb_engine* e) {
     e->head = (e->head + 1) % SLOTS;
     e->pending--;
   }
-  CK(cudaMemsetAsync(e->P.hist, 0, e->hist_words * 4, e->stream));
-  CK(cudaMemsetAsync(e->P.state, 0, 32 * 4, e->stream));
+  CK(cudaMemsetAsync(e->P.buf.hist, 0, e->hist_words * 4, e->stream));
+  CK(cudaMemsetAsync(e->P.buf.state, 0, 32 * 4, e->stream));
   CK(cudaStreamSynchronize(e->stream));
   e->head = 0;
   e->frame = 0;
@@ -707,10 +707,10 @@ int tb_set_sampling(tb_engine* e, const tb_sampler* t, const tb_sampler* p, uint
     if (s->top_k < 0) return fail("top_k %d must be >= 0", s->top_k);
     if (s->do_sample && !(s->top_p > 0.f && s->top_p <= 1.f)) return fail("top_p %g outside (0, 1]", s->top_p);
   }
-  e->P.st = SamplerD{t->do_sample, t->temperature, t->top_k, t->top_p, t->repetition_penalty};
-  e->P.sp = SamplerD{p->do_sample, p->temperature, p->top_k, p->top_p, 1.f};
-  e->P.seed = seed;
-  e->P.mask_eos = mask_eos != 0;
+  e->P.arg.st = SamplerD{t->do_sample, t->temperature, t->top_k, t->top_p, t->repetition_penalty};
+  e->P.arg.sp = SamplerD{p->do_sample, p->temperature, p->top_k, p->top_p, 1.f};
+  e->P.arg.seed = seed;
+  e->P.arg.mask_eos = mask_eos != 0;
   return 0;
 }
 
@@ -737,9 +737,9 @@ int tb_prefill(tb_engine* e, const float* rows, int n, const float* trailing, in
   if (n_trailing > 0)
     CK(cudaMemcpyAsync(e->d_trail, trailing, (size_t)n_trailing * H * 4, cudaMemcpyHostToDevice, e->stream));
   CK(cudaMemcpyAsync(e->d_pad, tts_pad, (size_t)H * 4, cudaMemcpyHostToDevice, e->stream));
-  e->P.trail = e->d_trail;
-  e->P.ntrail = n_trailing;
-  e->P.use_teacher = 0;
+  e->P.arg.trail = e->d_trail;
+  e->P.arg.ntrail = n_trailing;
+  e->P.arg.use_teacher = 0;
   e->prefill_rows = n;
   if (run_prefill_launches(e)) return -1;
   int32_t res[OUTW];
@@ -759,18 +759,18 @@ int tb_frame_submit(tb_engine* e, const int32_t* teacher) {
   if (e->pending >= SLOTS) return fail("%d frames already pending", SLOTS);
   if (e->npre + e->frame + 1 > e->maxpos) return fail("position %d exceeds the %d-position cache", e->npre + e->frame, e->maxpos);
   CK(cudaSetDevice(e->dev));
-  e->P.use_teacher = teacher != nullptr;
+  e->P.arg.use_teacher = teacher != nullptr;
   if (teacher)
-    for (int k = 0; k < e->P.G; k++) {
-      const int lim = k == 0 ? e->P.V : e->P.Vp;
+    for (int k = 0; k < e->P.w.G; k++) {
+      const int lim = k == 0 ? e->P.w.V : e->P.w.Vp;
       if (teacher[k] < 0 || teacher[k] >= lim) return fail("teacher code %d of group %d outside 0..%d", teacher[k], k, lim - 1);
-      e->P.teacher[k] = teacher[k];
+      e->P.arg.teacher[k] = teacher[k];
     }
   const int slot = (e->head + e->pending) % SLOTS;
-  e->P.out = e->d_out + slot * OUTW;
-  e->P.early_seq = e->slot_seq[slot] = ++e->seq;
+  e->P.arg.out = e->d_out + slot * OUTW;
+  e->P.arg.early_seq = e->slot_seq[slot] = ++e->seq;
   if (submit_kind(e, MODE_FRAME, 0)) return -1;
-  CK(cudaMemcpyAsync(e->h_out + slot * OUTW, e->P.out, OUTW * 4, cudaMemcpyDeviceToHost, e->stream));
+  CK(cudaMemcpyAsync(e->h_out + slot * OUTW, e->P.arg.out, OUTW * 4, cudaMemcpyDeviceToHost, e->stream));
   CK(cudaEventRecord(e->ev[slot], e->stream));
   e->pending++;
   e->frame++;
@@ -794,7 +794,7 @@ int tb_frame_codes(tb_engine* e, int32_t* codes) {
       __atomic_thread_fence(__ATOMIC_ACQUIRE);
       if (__atomic_load_n(&e->h_early[0], __ATOMIC_ACQUIRE) == want) {
         if (c[1 + MAXG]) return fail("frame: no finite logit to sample from");
-        for (int k = 0; k < e->P.G; k++) codes[k] = c[1 + k];
+        for (int k = 0; k < e->P.w.G; k++) codes[k] = c[1 + k];
         return 0;
       }
     }
@@ -805,7 +805,7 @@ int tb_frame_codes(tb_engine* e, int32_t* codes) {
       CK(cudaEventSynchronize(e->ev[slot]));
       const int32_t* o = e->h_out + slot * OUTW;
       if (o[17]) return fail("frame: no finite logit to sample from");
-      for (int k = 0; k < e->P.G; k++) codes[k] = o[k];
+      for (int k = 0; k < e->P.w.G; k++) codes[k] = o[k];
       return 0;
     }
     if (q != cudaErrorNotReady) return fail("frame: %s", cudaGetErrorString(q));
@@ -824,7 +824,7 @@ int tb_frame_wait(tb_engine* e, int32_t* codes, int32_t* next_g0) {
   const int32_t* o = e->h_out + slot * OUTW;
   if (o[17]) return fail("frame: no finite logit to sample from");
   if (codes)
-    for (int k = 0; k < e->P.G; k++) codes[k] = o[k];
+    for (int k = 0; k < e->P.w.G; k++) codes[k] = o[k];
   if (next_g0) *next_g0 = o[16];
   return 0;
 }
@@ -833,10 +833,10 @@ int tb_read_logits(tb_engine* e, float* talker, float* hidden, float* predictor)
   if (!e) return fail("no engine");
   CK(cudaSetDevice(e->dev));
   if (e->pending) return fail("tb_read_logits with frames pending");
-  if (talker) CK(cudaMemcpy(talker, e->P.tlogits, (size_t)e->P.V * 4, cudaMemcpyDeviceToHost));
-  if (hidden) CK(cudaMemcpy(hidden, e->P.hidden, (size_t)e->Htk * 4, cudaMemcpyDeviceToHost));
+  if (talker) CK(cudaMemcpy(talker, e->P.buf.tlogits, (size_t)e->P.w.V * 4, cudaMemcpyDeviceToHost));
+  if (hidden) CK(cudaMemcpy(hidden, e->P.buf.hidden, (size_t)e->Htk * 4, cudaMemcpyDeviceToHost));
   if (predictor)
-    CK(cudaMemcpy(predictor, e->P.plogits, (size_t)(e->P.G - 1) * e->P.Vp * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(predictor, e->P.buf.plogits, (size_t)(e->P.w.G - 1) * e->P.w.Vp * 4, cudaMemcpyDeviceToHost));
   return 0;
 }
 
@@ -875,10 +875,10 @@ int tb_bench(tb_engine* e, int what, int iters, float* ms) {
   for (auto& x : ev) CK(cudaEventCreate(&x));
   const int frame0 = e->frame;
 #if TB_PROF
-  CK(cudaMemsetAsync(e->P.prof, 0, PROF_WORDS * 8, e->stream));
+  CK(cudaMemsetAsync(e->P.dbg.prof, 0, PROF_WORDS * 8, e->stream));
 #endif
-  e->P.use_teacher = 0;
-  e->P.out = e->d_out + SLOTS * OUTW;
+  e->P.arg.use_teacher = 0;
+  e->P.arg.out = e->d_out + SLOTS * OUTW;
   int rc = 0;
   CK(cudaEventRecord(ev[0], e->stream));
   for (int i = 0; i < iters && rc == 0; i++) {
@@ -887,7 +887,7 @@ int tb_bench(tb_engine* e, int what, int iters, float* ms) {
         rc = submit_kind(e, MODE_TALKER, 0);
         break;
       case TB_BENCH_PREDICTOR_STEP:
-        rc = submit_kind(e, MODE_PREDICTOR, 1 + i % (e->P.G - 1));
+        rc = submit_kind(e, MODE_PREDICTOR, 1 + i % (e->P.w.G - 1));
         break;
       case TB_BENCH_FRAME:
         if (e->npre + e->frame + 1 > e->maxpos) {
@@ -911,13 +911,13 @@ int tb_bench(tb_engine* e, int what, int iters, float* ms) {
 #if TB_PROF
   if (se == cudaSuccess && rc == 0) {
     unsigned long long h[PROF_WORDS];
-    if (cudaMemcpy(h, e->P.prof, sizeof h, cudaMemcpyDeviceToHost) == cudaSuccess && h[PROF_WORDS - 1] > 0) {
+    if (cudaMemcpy(h, e->P.dbg.prof, sizeof h, cudaMemcpyDeviceToHost) == cudaSuccess && h[PROF_WORDS - 1] > 0) {
       const double n = (double)h[PROF_WORDS - 1];
       const double ghz = (double)h[PROF_WORDS - 3] / (double)h[PROF_WORDS - 2];
       static const char* names[NPH] = {"qkv", "attn", "o", "gateup", "down", "head", "sample", "proj", "other", "s-load", "s-kth", "s-comp",
                                        "a-rope", "a-kv", "a-ctx"};
       fprintf(stderr, "prof kind=%d do_sample=%d/%d launches=%.0f clock=%.3fGHz launch=%.2fus (CTA 0, us per launch: work / barrier wait)\n",
-              what, e->P.st.do_sample, e->P.sp.do_sample, n, ghz, h[PROF_WORDS - 2] / n / 1e3);
+              what, e->P.arg.st.do_sample, e->P.arg.sp.do_sample, n, ghz, h[PROF_WORDS - 2] / n / 1e3);
       for (int st = 0; st < 2; st++) {
         double tw = 0, tb = 0;
         for (int ph = 0; ph < NPH; ph++) {
