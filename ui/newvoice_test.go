@@ -2,6 +2,8 @@ package ui
 
 import (
 	"context"
+	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -157,3 +159,76 @@ func TestNewVoiceFlow(t *testing.T) {
 		t.Errorf("after New voice…: selected %q", u.voice.Selected)
 	}
 }
+
+// TestNewVoiceRecording: Record counts down, shows the level while the
+// (stand-in) microphone records, and a recording shorter than 3 s or a
+// missing microphone is explained in the dialog.
+func TestNewVoiceRecording(t *testing.T) {
+	test.NewTempApp(t)
+	q := make(chan func(), 4096)
+	var give []float32
+	var giveErr error
+	levels := 0
+	u := New(Config{Post: func(f func()) { q <- f }, Voices: &voice.Library{Dir: t.TempDir()},
+		Record: func(ctx context.Context, max time.Duration, level func(float32, time.Duration)) ([]float32, error) {
+			if max != recordMax {
+				t.Errorf("max %v", max)
+			}
+			level(0.5, time.Second)
+			return give, giveErr
+		}})
+	u.eng = baseStandIn{}
+	d := u.NewVoice()
+	if d == nil || d.recordBtn.Hidden {
+		t.Fatal("no Record button with a recorder configured")
+	}
+	run := func() {
+		t.Helper()
+		d.record()
+		if !d.meter.Visible() || !d.recordBtn.Disabled() {
+			t.Fatal("recording: meter hidden or Record enabled")
+		}
+		deadline := time.After(20 * time.Second)
+		for d.recCancel != nil {
+			select {
+			case f := <-q:
+				f()
+				if d.level.Value == 0.5 {
+					levels++
+				}
+			case <-deadline:
+				t.Fatal("recording never ended")
+			}
+		}
+	}
+	give = make([]float32, 24000) // 1 s
+	for i := range give {
+		give[i] = float32(0.3 * math.Sin(float64(i)/7))
+	}
+	run()
+	if !strings.Contains(d.errMsg.Text, "too short") || !d.saveBtn.Disabled() {
+		t.Errorf("1 s recording: error %q", d.errMsg.Text)
+	}
+	give = append(give, append(append([]float32(nil), give...), give...)...) // 3 s
+	run()
+	if d.errMsg.Visible() || d.clip == nil || d.saveBtn.Disabled() || !strings.Contains(d.clipInfo.Text, "microphone: 3.0 s") {
+		t.Errorf("3 s recording: error %q, info %q", d.errMsg.Text, d.clipInfo.Text)
+	}
+	give, giveErr = nil, audio.ErrNoMicrophone
+	run()
+	if !strings.Contains(d.errMsg.Text, "No microphone") {
+		t.Errorf("no microphone: error %q", d.errMsg.Text)
+	}
+	if levels == 0 {
+		t.Error("the level meter never moved")
+	}
+	if d.meter.Visible() {
+		t.Error("meter still shown after recording")
+	}
+}
+
+// baseStandIn is a loaded Base model as far as the dialog is concerned.
+type baseStandIn struct{ Engine }
+
+func (baseStandIn) IsBase() bool                            { return true }
+func (baseStandIn) CloneEncoders() (*voice.Encoders, error) { return nil, errors.New("stand-in") }
