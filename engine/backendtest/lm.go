@@ -262,7 +262,7 @@ func (s LMSuite) TestTeacherForcedLogits(t *testing.T) {
 			summary := fmt.Sprintf("talker logits max|diff| %.3g (tol %.3g)", worst, tolT)
 			if s.CheckHidden && c.Has("talker_last_hidden") {
 				wantH := c.F32("talker_last_hidden")
-				d := golden.AssertClose(t, "talker hidden", flat(r.TalkerHidden), wantH, golden.ActivationTol(wantH, rel))
+				d := golden.AssertClose(t, "talker hidden", Flat(r.TalkerHidden), wantH, golden.ActivationTol(wantH, rel))
 				summary += fmt.Sprintf(", hidden %.3g", d)
 			}
 			if c.Has("code_predictor_logits_frame0") {
@@ -272,7 +272,7 @@ func (s LMSuite) TestTeacherForcedLogits(t *testing.T) {
 					t.Fatalf("%d predictor logit rows for frame 0, want %d", len(r.CPLogits[0]), backend.NumGroups-1)
 				}
 				tolP := golden.ActivationTol(wantP, rel)
-				d := golden.AssertClose(t, "predictor logits frame 0", flat(r.CPLogits[0]), wantP, tolP)
+				d := golden.AssertClose(t, "predictor logits frame 0", Flat(r.CPLogits[0]), wantP, tolP)
 				for g, l := range r.CPLogits[0] {
 					if len(l) != Vp {
 						t.Fatalf("group %d: %d predictor logits, want %d", g+1, len(l), Vp)
@@ -589,7 +589,8 @@ func argmax(l []float32) int {
 	return best
 }
 
-func flat(rows [][]float32) []float32 {
+// Flat joins rows into one slice.
+func Flat(rows [][]float32) []float32 {
 	var out []float32
 	for _, r := range rows {
 		out = append(out, r...)

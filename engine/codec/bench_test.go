@@ -3,6 +3,7 @@ package codec
 import (
 	"math"
 	"path/filepath"
+	"talkbox/engine/backendtest"
 	"testing"
 
 	"talkbox/engine/golden"
@@ -39,7 +40,7 @@ func TestBenchStreamingReportsEveryStage(t *testing.T) {
 	if res.MedianMS <= 0 || res.Frames != 4 {
 		t.Errorf("result %+v", res)
 	}
-	wav, err := d.DecodeFull(randomCodes(newRand(5), 3, cfg.Decoder.CodebookSize))
+	wav, err := d.DecodeFull(backendtest.RandomCodes(5, 3, cfg.Decoder.CodebookSize))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package codec
 
 import (
 	"errors"
-	"math/rand/v2"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,18 +12,6 @@ import (
 	"talkbox/engine/model"
 	"talkbox/engine/safetensors"
 )
-
-func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 99)) }
-
-func randomCodes(r *rand.Rand, n, size int) []backend.Codes {
-	out := make([]backend.Codes, n)
-	for i := range out {
-		for g := range out[i] {
-			out[i][g] = int32(r.IntN(size))
-		}
-	}
-	return out
-}
 
 // TestBackendSuite: the codec contract (golden waveforms at waveTol, pushes
 // of any sizes equal to one push at 1e-5, bad codes, several streams).
@@ -46,7 +33,7 @@ func TestBackendSuite(t *testing.T) {
 // are exercised.
 func TestStreamingEqualsFullPass(t *testing.T) {
 	d := goldenDecoder(t, golden.Checkpoint(t, "qwen3-tts-tiny-customvoice"))
-	codes := randomCodes(newRand(2024), 100, d.cfg.CodebookSize)
+	codes := backendtest.RandomCodes(2024, 100, d.cfg.CodebookSize)
 	full, err := d.DecodeFull(codes)
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@ package cpu
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"time"
 
 	"talkbox/engine/backend"
@@ -19,25 +18,15 @@ import (
 func (lm *LM) Generate(ctx context.Context, p backend.Prompt, opt backend.GenerateOptions, out chan<- backend.Frame) (backend.Result, error) {
 	lm.mu.Lock()
 	defer lm.mu.Unlock()
-	var res backend.Result
 	if lm.talker == nil {
-		return res, errors.New("cpu: Generate on a closed LM")
+		return backend.Result{}, errors.New("cpu: Generate on a closed LM")
 	}
-	if out == nil {
-		return res, errors.New("cpu: Generate needs an output channel")
+	l, err := lm.spec.Start("cpu", p, opt, out)
+	if err != nil {
+		return backend.Result{}, err
 	}
-	if err := lm.spec.Validate(p, opt); err != nil {
-		return res, err
-	}
-	cancelled := func(err error) (backend.Result, error) {
-		res.Stop = backend.StopCancelled
-		return res, err
-	}
-	exact := opt.ExactFrames > 0
-	capFrames := lm.spec.FrameLimit(opt, len(p.Prefill))
-
+	exact := l.Exact()
 	N, H := len(p.Prefill), lm.spec.Hidden
-	res.PrefillRows = N
 	lm.steps.Talker, lm.steps.Predictor = lm.steps.Talker[:0], lm.steps.Predictor[:0]
 	lm.history.Reset()
 	lm.talkerCache.reset()
@@ -48,69 +37,54 @@ func (lm *LM) Generate(ctx context.Context, p backend.Prompt, opt backend.Genera
 		copy(x[i*H:], row)
 	}
 	if err := lm.talker.forward(ctx, lm.k, x, N, lm.talkerCache, &lm.talkerWS); err != nil {
-		return cancelled(err)
+		return l.Cancelled(err)
 	}
 	h := make([]float32, H)
 	logits := make([]float32, lm.spec.Vocab)
 	lm.talkerHead(x[(N-1)*H:], h, logits)
-	res.Prefill = time.Since(start)
+	l.Prefilled(start)
 
 	scratch := make([]float32, lm.spec.Vocab)
 	e := make([]float32, H)
-	last := time.Now()
 	for s := 0; ; s++ {
-		if !exact && s >= capFrames {
-			slog.Warn("cpu: frame cap reached before the talker said EOS", "frames", s, "cap", capFrames)
-			res.Stop = backend.StopCap
-			return res, nil
-		}
-		if err := ctx.Err(); err != nil {
-			return cancelled(err)
+		if ok, err := l.Next(ctx, s); !ok {
+			return l.Result, err
 		}
 		if opt.OnLogits != nil {
 			opt.OnLogits(backend.LogitsEvent{Frame: s, Group: 0, Logits: append([]float32(nil), logits...), Hidden: append([]float32(nil), h...)})
 		}
 		var codes backend.Codes
-		teacher := s < len(opt.TeacherCodes)
-		if teacher {
+		if s < len(opt.TeacherCodes) {
 			codes[0] = opt.TeacherCodes[s][0]
 		} else {
 			g0, err := lm.pickGroup0(logits, scratch, s, opt, exact)
 			if err != nil {
-				return res, err
+				return l.Result, err
 			}
 			codes[0] = int32(g0)
 		}
-		if int(codes[0]) == lm.spec.EOS && !exact {
-			res.Stop = backend.StopEOS
-			return res, nil
+		if l.EOS(int(codes[0])) {
+			return l.Result, nil
 		}
 		lm.history.Add(codes[0])
 
 		t0 := time.Now()
 		if err := lm.predict(ctx, h, &codes, s, opt); err != nil {
-			return cancelled(err)
+			return l.Cancelled(err)
 		}
 		lm.steps.Predictor = append(lm.steps.Predictor, time.Since(t0))
 
-		select {
-		case out <- backend.Frame{Index: s, Codes: codes}:
-		case <-ctx.Done():
-			return cancelled(ctx.Err())
+		if err := l.Emit(ctx, out, backend.Frame{Index: s, Codes: codes}); err != nil {
+			return l.Result, err
 		}
-		now := time.Now()
-		res.Frames++
-		res.FrameTimes = append(res.FrameTimes, now.Sub(last))
-		last = now
-		if exact && res.Frames == opt.ExactFrames {
-			res.Stop = backend.StopExact
-			return res, nil
+		if l.Sent() {
+			return l.Result, nil
 		}
 
 		t0 = time.Now()
 		lm.stepInput(e, &codes, s, p)
 		if err := lm.talker.forward(ctx, lm.k, e, 1, lm.talkerCache, &lm.talkerWS); err != nil {
-			return cancelled(err)
+			return l.Cancelled(err)
 		}
 		lm.talkerHead(e, h, logits)
 		lm.steps.Talker = append(lm.steps.Talker, time.Since(t0))

@@ -67,27 +67,19 @@ func compareRun(t *testing.T, c *golden.Case, run backendtest.Run, suffix string
 	if len(run.TalkerLogits) != frames {
 		t.Fatalf("%d talker steps reported, want %d", len(run.TalkerLogits), frames)
 	}
-	dl := golden.AssertClose(t, c.Name+" talker_logits"+suffix, flat(run.TalkerLogits), wantLogits, golden.ActivationTol(wantLogits, rel))
+	dl := golden.AssertClose(t, c.Name+" talker_logits"+suffix, backendtest.Flat(run.TalkerLogits), wantLogits, golden.ActivationTol(wantLogits, rel))
 	summary := fmt.Sprintf("%s%s: talker_logits %.2g", c.Name, suffix, dl)
 	if c.Has("talker_last_hidden" + suffix) {
 		want := c.F32("talker_last_hidden" + suffix)
-		d := golden.AssertClose(t, c.Name+" talker_last_hidden"+suffix, flat(run.TalkerHidden), want, golden.ActivationTol(want, rel))
+		d := golden.AssertClose(t, c.Name+" talker_last_hidden"+suffix, backendtest.Flat(run.TalkerHidden), want, golden.ActivationTol(want, rel))
 		summary += fmt.Sprintf(", hidden %.2g", d)
 	}
 	if c.Has("code_predictor_logits_frame0") && suffix == "" {
 		want := c.F32("code_predictor_logits_frame0")
-		d := golden.AssertClose(t, c.Name+" code_predictor_logits_frame0", flat(run.CPLogits[0]), want, golden.ActivationTol(want, rel))
+		d := golden.AssertClose(t, c.Name+" code_predictor_logits_frame0", backendtest.Flat(run.CPLogits[0]), want, golden.ActivationTol(want, rel))
 		summary += fmt.Sprintf(", cp_logits_f0 %.2g", d)
 	}
 	return summary
-}
-
-func flat(rows [][]float32) []float32 {
-	var out []float32
-	for _, r := range rows {
-		out = append(out, r...)
-	}
-	return out
 }
 
 func checkCodes(t *testing.T, name string, got, want []backend.Codes) int {
@@ -146,7 +138,7 @@ func TestGoldenBatchItems(t *testing.T) {
 		single := golden.OpenCase(t, members[b].(string))
 		alone := backendtest.MustGenerate(t, lm, backendtest.Prompt(t, single), backendtest.Greedy(len(want)), true)
 		checkCodes(t, single.Name+" single vs batch item", alone.Codes, run.Codes)
-		if d := golden.MaxAbsDiff(flat(alone.TalkerLogits), flat(run.TalkerLogits)); d > 1e-5 {
+		if d := golden.MaxAbsDiff(backendtest.Flat(alone.TalkerLogits), backendtest.Flat(run.TalkerLogits)); d > 1e-5 {
 			t.Errorf("%s: single-run logits differ from batch item %d by %g", single.Name, b, d)
 		}
 	}

@@ -44,16 +44,8 @@ func (lm *LM) Bench(p backend.Prompt, talker, predictor sample.Params, kind Benc
 	if C.nl_tb_set_sampling(lm.e, &ts, &ps, 1, 1, &ce) != 0 {
 		return nil, failed("sampling", &ce)
 	}
-	rows := flatten(p.Prefill, lm.spec.Hidden)
-	var trailPtr *C.float
-	trail := flatten(p.Trailing, lm.spec.Hidden)
-	if len(trail) > 0 {
-		trailPtr = (*C.float)(unsafe.Pointer(&trail[0]))
-	}
-	var g0 C.int32_t
-	if C.nl_tb_prefill(lm.e, (*C.float)(unsafe.Pointer(&rows[0])), C.int(len(p.Prefill)), trailPtr, C.int(len(p.Trailing)),
-		(*C.float)(unsafe.Pointer(&p.TTSPad[0])), &g0, &ce) != 0 {
-		return nil, failed("prefill", &ce)
+	if _, err := lm.prefill(p); err != nil {
+		return nil, err
 	}
 	ms := make([]float32, iters)
 	if C.nl_tb_bench(lm.e, C.int(kind), C.int(iters), (*C.float)(unsafe.Pointer(&ms[0])), &ce) != 0 {

@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
 	"sync"
 	"time"
@@ -317,42 +316,25 @@ func flatten(rows [][]float32, h int) []float32 {
 func (lm *LM) Generate(ctx context.Context, p backend.Prompt, opt backend.GenerateOptions, out chan<- backend.Frame) (backend.Result, error) {
 	lm.mu.Lock()
 	defer lm.mu.Unlock()
-	var res backend.Result
 	if lm.e == nil {
-		return res, errors.New("cuda: Generate on a closed LM")
+		return backend.Result{}, errors.New("cuda: Generate on a closed LM")
 	}
-	if out == nil {
-		return res, errors.New("cuda: Generate needs an output channel")
-	}
-	if err := lm.spec.Validate(p, opt); err != nil {
-		return res, err
+	l, err := lm.spec.Start("cuda", p, opt, out)
+	if err != nil {
+		return backend.Result{}, err
 	}
 	var ce C.nl_err // the library's message when a call fails
-	exact := opt.ExactFrames > 0
-	capFrames := lm.spec.FrameLimit(opt, len(p.Prefill))
-	limit := capFrames
-	if exact {
-		limit = opt.ExactFrames
-	}
+	limit := l.Limit()
 	ts, ps := cSampler(opt.Talker), cSampler(opt.Predictor)
-	if C.nl_tb_set_sampling(lm.e, &ts, &ps, C.uint64_t(opt.Seed), C.int(boolInt(exact)), &ce) != 0 {
-		return res, fmt.Errorf("%w: %w", ErrBadOptions, failed("sampling", &ce))
+	if C.nl_tb_set_sampling(lm.e, &ts, &ps, C.uint64_t(opt.Seed), C.int(boolInt(l.Exact())), &ce) != 0 {
+		return l.Result, fmt.Errorf("%w: %w", ErrBadOptions, failed("sampling", &ce))
 	}
-	res.PrefillRows = len(p.Prefill)
 	start := time.Now()
-	rows := flatten(p.Prefill, lm.spec.Hidden)
-	var trail []float32
-	var trailPtr *C.float
-	if len(p.Trailing) > 0 {
-		trail = flatten(p.Trailing, lm.spec.Hidden)
-		trailPtr = (*C.float)(unsafe.Pointer(&trail[0]))
+	g0, err := lm.prefill(p)
+	if err != nil {
+		return l.Result, err
 	}
-	var g0 C.int32_t
-	if C.nl_tb_prefill(lm.e, (*C.float)(unsafe.Pointer(&rows[0])), C.int(len(p.Prefill)), trailPtr, C.int(len(p.Trailing)),
-		(*C.float)(unsafe.Pointer(&p.TTSPad[0])), &g0, &ce) != 0 {
-		return res, failed("prefill", &ce)
-	}
-	res.Prefill = time.Since(start)
+	l.Prefilled(start)
 
 	depth := 2
 	var talkerLogits, hidden, cpLogits []float32
@@ -362,12 +344,8 @@ func (lm *LM) Generate(ctx context.Context, p backend.Prompt, opt backend.Genera
 		hidden = make([]float32, lm.spec.Hidden)
 		cpLogits = make([]float32, (backend.NumGroups-1)*lm.spec.PredictorVocab)
 		if err := lm.readLogits(talkerLogits, hidden, nil); err != nil {
-			return res, err
+			return l.Result, err
 		}
-	}
-	cancelled := func(err error) (backend.Result, error) {
-		res.Stop = backend.StopCancelled
-		return res, err
 	}
 	submitted := 0
 	submit := func(s int) error {
@@ -384,15 +362,9 @@ func (lm *LM) Generate(ctx context.Context, p backend.Prompt, opt backend.Genera
 		}
 		return nil
 	}
-	last := time.Now()
 	for s := 0; ; s++ {
-		if !exact && s >= capFrames {
-			slog.Warn("cuda: frame cap reached before the talker said EOS", "frames", s, "cap", capFrames)
-			res.Stop = backend.StopCap
-			return res, nil
-		}
-		if err := ctx.Err(); err != nil {
-			return cancelled(err)
+		if ok, err := l.Next(ctx, s); !ok {
+			return l.Result, err
 		}
 		if opt.OnLogits != nil {
 			opt.OnLogits(backend.LogitsEvent{Frame: s, Group: 0, Logits: append([]float32(nil), talkerLogits...), Hidden: append([]float32(nil), hidden...)})
@@ -401,13 +373,12 @@ func (lm *LM) Generate(ctx context.Context, p backend.Prompt, opt backend.Genera
 		if s < len(opt.TeacherCodes) {
 			c0 = int(opt.TeacherCodes[s][0])
 		}
-		if c0 == lm.spec.EOS && !exact {
-			res.Stop = backend.StopEOS
-			return res, nil
+		if l.EOS(c0) {
+			return l.Result, nil
 		}
 		for submitted <= s+depth-1 && submitted < limit {
 			if err := submit(submitted); err != nil {
-				return res, err
+				return l.Result, err
 			}
 			submitted++
 		}
@@ -425,42 +396,51 @@ func (lm *LM) Generate(ctx context.Context, p backend.Prompt, opt backend.Genera
 		early := s == 0 && opt.OnLogits == nil
 		if early {
 			if C.nl_tb_frame_codes(lm.e, &codes[0], &ce) != 0 {
-				return res, failed(fmt.Sprintf("frame %d", s), &ce)
+				return l.Result, failed(fmt.Sprintf("frame %d", s), &ce)
 			}
-			select {
-			case out <- frameOf():
-			case <-ctx.Done():
-				return cancelled(ctx.Err())
+			if err := l.Emit(ctx, out, frameOf()); err != nil {
+				return l.Result, err
 			}
 		}
 		if C.nl_tb_frame_wait(lm.e, &codes[0], &g0, &ce) != 0 {
-			return res, failed(fmt.Sprintf("frame %d", s), &ce)
+			return l.Result, failed(fmt.Sprintf("frame %d", s), &ce)
 		}
 		fr := frameOf()
 		if opt.OnLogits != nil {
 			if err := lm.readLogits(talkerLogits, hidden, cpLogits); err != nil {
-				return res, err
+				return l.Result, err
 			}
 			for g := 1; g < backend.NumGroups; g++ {
 				opt.OnLogits(backend.LogitsEvent{Frame: s, Group: g, Logits: append([]float32(nil), cpLogits[(g-1)*lm.spec.PredictorVocab:g*lm.spec.PredictorVocab]...)})
 			}
 		}
 		if !early {
-			select {
-			case out <- fr:
-			case <-ctx.Done():
-				return cancelled(ctx.Err())
+			if err := l.Emit(ctx, out, fr); err != nil {
+				return l.Result, err
 			}
 		}
-		now := time.Now()
-		res.Frames++
-		res.FrameTimes = append(res.FrameTimes, now.Sub(last))
-		last = now
-		if exact && res.Frames == opt.ExactFrames {
-			res.Stop = backend.StopExact
-			return res, nil
+		if l.Sent() {
+			return l.Result, nil
 		}
 	}
+}
+
+// prefill runs the prompt through the talker and returns the first frame's
+// group-0 code. Called with mu held.
+func (lm *LM) prefill(p backend.Prompt) (C.int32_t, error) {
+	var ce C.nl_err
+	rows := flatten(p.Prefill, lm.spec.Hidden)
+	var trailPtr *C.float
+	trail := flatten(p.Trailing, lm.spec.Hidden)
+	if len(trail) > 0 {
+		trailPtr = (*C.float)(unsafe.Pointer(&trail[0]))
+	}
+	var g0 C.int32_t
+	if C.nl_tb_prefill(lm.e, (*C.float)(unsafe.Pointer(&rows[0])), C.int(len(p.Prefill)), trailPtr, C.int(len(p.Trailing)),
+		(*C.float)(unsafe.Pointer(&p.TTSPad[0])), &g0, &ce) != 0 {
+		return 0, failed("prefill", &ce)
+	}
+	return g0, nil
 }
 
 func (lm *LM) readLogits(talker, hidden, cp []float32) error {

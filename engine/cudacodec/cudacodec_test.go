@@ -85,39 +85,6 @@ func tinyDecoder(t *testing.T, dir string) *codec.Decoder {
 	return d
 }
 
-func decodeAll(t *testing.T, c backend.Codec, frames []backend.Codes, pushSize int) []float32 {
-	t.Helper()
-	s, err := c.NewStream()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	var out []float32
-	for i := 0; i < len(frames); i += pushSize {
-		w, err := s.Push(frames[i:min(i+pushSize, len(frames))])
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, w...)
-	}
-	if len(out) != len(frames)*c.SamplesPerFrame() {
-		t.Fatalf("%d samples for %d frames", len(out), len(frames))
-	}
-	return out
-}
-
-func maxAbsDiff(a, b []float32) float64 {
-	m := 0.0
-	for i := range a {
-		d := math.Abs(float64(a[i]) - float64(b[i]))
-		if math.IsNaN(d) {
-			return math.Inf(1)
-		}
-		m = math.Max(m, d)
-	}
-	return m
-}
-
 var gpus sync.Map // checkpoint dir -> *Codec, kept for the test binary
 
 // gpuCodec uploads (once per test binary) a golden checkpoint's decoder.
@@ -164,7 +131,7 @@ func TestLongDecodeMatchesCPU(t *testing.T) {
 	cpu := backendtest.Decode(t, d, frames, len(frames))
 	for _, push := range []int{len(frames), 1} {
 		gpu := backendtest.Decode(t, g, frames, push)
-		diff := maxAbsDiff(gpu, cpu)
+		diff := golden.MaxAbsDiff(gpu, cpu)
 		t.Logf("%d frames, %d a push: GPU vs CPU stream max abs %.3g", len(frames), push, diff)
 		if diff > goldenTol {
 			t.Errorf("%d a push: GPU vs CPU stream max abs %.3g > %g", push, diff, goldenTol)
@@ -226,9 +193,9 @@ func TestSyntheticRealShape(t *testing.T) {
 			codes[i][j] = int32(r.IntN(2048))
 		}
 	}
-	cpu := decodeAll(t, d, codes, 1)
-	gpu := decodeAll(t, g, codes, 1)
-	bulk := decodeAll(t, g, codes, frames)
+	cpu := backendtest.Decode(t, d, codes, 1)
+	gpu := backendtest.Decode(t, g, codes, 1)
+	bulk := backendtest.Decode(t, g, codes, frames)
 	spf := g.SamplesPerFrame()
 	var num, den, clipped float64
 	for i := range cpu {
@@ -240,7 +207,7 @@ func TestSyntheticRealShape(t *testing.T) {
 		}
 	}
 	rel := math.Sqrt(num / den)
-	maxAll := maxAbsDiff(gpu, cpu)
+	maxAll := golden.MaxAbsDiff(gpu, cpu)
 	t.Logf("%s, %d frames one push each: max abs %.3g, rel L2 %.3g, CPU RMS %.3g, clipped %.1f%%",
 		g.Device(), frames, maxAll, rel, math.Sqrt(den/float64(len(cpu))), 100*clipped/float64(len(cpu)))
 	const win = 20
@@ -256,7 +223,7 @@ func TestSyntheticRealShape(t *testing.T) {
 			meanFirst = mean
 		}
 		meanLast = mean
-		t.Logf("frames %3d-%3d: max abs %.3g, mean abs %.3g", w*win, (w+1)*win-1, maxAbsDiff(gpu[a:b], cpu[a:b]), mean)
+		t.Logf("frames %3d-%3d: max abs %.3g, mean abs %.3g", w*win, (w+1)*win-1, golden.MaxAbsDiff(gpu[a:b], cpu[a:b]), mean)
 	}
 	if maxAll > synthTol || rel > synthRelTol || math.IsNaN(rel) {
 		t.Errorf("GPU vs CPU: max abs %.3g (tol %g), rel L2 %.3g (tol %g)", maxAll, synthTol, rel, synthRelTol)
@@ -264,7 +231,7 @@ func TestSyntheticRealShape(t *testing.T) {
 	if meanLast > 3*meanFirst+1e-7 {
 		t.Errorf("error grows along the stream: mean abs %.3g in the last window, %.3g in the first", meanLast, meanFirst)
 	}
-	db := maxAbsDiff(bulk, gpu)
+	db := golden.MaxAbsDiff(bulk, gpu)
 	t.Logf("GPU one push of %d frames (8-frame graphs) vs one frame per push: max abs %.3g", frames, db)
 	if db > synthTol {
 		t.Errorf("GPU bulk vs frame-by-frame: max abs %.3g", db)
