@@ -6,7 +6,6 @@ import (
 
 	"talkbox/engine/backend"
 	"talkbox/engine/backendtest"
-	"talkbox/engine/sample"
 )
 
 // Validate refuses every request of the backends' shared bad-input list
@@ -24,9 +23,7 @@ func TestValidateRefusesBadInputs(t *testing.T) {
 	if err := backend.Validate(good, backendtest.Greedy(4), l); err != nil {
 		t.Fatalf("good prompt refused: %v", err)
 	}
-	sampled := backend.GenerateOptions{Talker: sample.Params{DoSample: true, Temperature: 0.9, TopK: 50, TopP: 1, RepetitionPenalty: 1.05},
-		Predictor: sample.Greedy()}
-	if err := backend.Validate(good, sampled, l); err != nil {
+	if err := backend.Validate(good, backendtest.Sampled(4, 1), l); err != nil {
 		t.Fatalf("good sampling refused: %v", err)
 	}
 	bad := backendtest.BadInputs(good, l)

@@ -10,11 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"talkbox/engine/backend"
+	"talkbox/engine/backendtest"
 	"talkbox/engine/golden"
 	"talkbox/engine/model"
 	"talkbox/engine/safetensors"
-	"talkbox/engine/sample"
 )
 
 // modelFor is the model engineFor loaded for dir.
@@ -209,8 +208,7 @@ func TestProjectTextDuringGenerate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := backend.GenerateOptions{Talker: sample.Params{DoSample: true, Temperature: 0.9, TopK: 50, TopP: 1, RepetitionPenalty: 1.05},
-		Predictor: sample.Params{DoSample: true, Temperature: 0.9, TopK: 50, TopP: 1, RepetitionPenalty: 1}, ExactFrames: 60, Seed: 5}
+	o := backendtest.Sampled(60, 5)
 	clean, _, err := run(t, lm, context.Background(), casePrompt(c), o)
 	if err != nil {
 		t.Fatal(err)
