@@ -20,7 +20,7 @@ APT_PACKAGES := gcc g++ pkg-config libgl1-mesa-dev libx11-dev libxcursor-dev lib
 	libopus-dev libogg-dev libopusfile-dev libsonic-dev
 
 GO_TEST_FLAGS ?=
-FUZZ_TIME ?= 8s
+FUZZ_TIME ?= 5s
 
 .PHONY: cli cli-portable all deps apt-deps go-deps tokenizers build run test test-go fuzz race soak bench vet fmt native native-codec clean
 

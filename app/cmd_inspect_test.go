@@ -75,3 +75,46 @@ func TestInspectIncomplete(t *testing.T) {
 		t.Errorf("no directory: exit %d, want 2", rc)
 	}
 }
+
+// A NaN in a weight makes inspect report the checkpoint incomplete and name
+// the tensor; before, inspect said "complete yes" and say failed later with
+// "no finite logit".
+func TestInspectNamesNonFiniteTensor(t *testing.T) {
+	src := golden.Checkpoint(t, "qwen3-tts-tiny-customvoice")
+	dir := t.TempDir()
+	for _, name := range []string{"config.json", "generation_config.json", "vocab.json", "merges.txt", "tokenizer_config.json", "speech_tokenizer"} {
+		if err := os.Symlink(filepath.Join(src, name), filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	orig, err := safetensors.Open(filepath.Join(src, "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer orig.Close()
+	const victim = "talker.codec_head.weight"
+	var ts []safetensors.WriteTensor
+	for _, name := range orig.Names() {
+		info, raw, _ := orig.Raw(name)
+		if name == victim {
+			raw = append([]byte(nil), raw...)
+			switch info.DType {
+			case safetensors.BF16:
+				raw[0], raw[1] = 0xc0, 0x7f // a quiet NaN
+			case safetensors.F32:
+				raw[0], raw[1], raw[2], raw[3] = 0, 0, 0xc0, 0x7f
+			}
+		}
+		ts = append(ts, safetensors.WriteTensor{Name: name, DType: info.DType, Shape: info.Shape, Data: raw})
+	}
+	if err := safetensors.Write(filepath.Join(dir, "model.safetensors"), ts, nil); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if rc := run([]string{"inspect", dir}, &out, &errb); rc != 1 {
+		t.Fatalf("exit %d, want 1: %s", rc, out.String())
+	}
+	if !strings.Contains(out.String(), victim+" (element 0)") || !strings.Contains(out.String(), "NaN or Inf") {
+		t.Errorf("report does not name the tensor:\n%s", out.String())
+	}
+}
