@@ -6,21 +6,23 @@
 package main
 
 import (
-	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"time"
 
 	"fyne.io/fyne/v2"
 	fyneapp "fyne.io/fyne/v2/app"
 
 	"talkbox/app/audio"
+	"talkbox/app/history"
 	"talkbox/app/hub"
+	"talkbox/app/settings"
 	"talkbox/assets"
 	"talkbox/engine"
+	"talkbox/engine/model"
 	"talkbox/ui"
 )
 
@@ -84,26 +86,31 @@ func runWindow() error {
 	} else {
 		slog.Warn("no voices folder; voice cloning is off", "err", err)
 	}
+	cfg.ModelFor = func(dir string) ui.Model { return pickerModel(hub.Inspect(dir), cfg.Voices != nil) }
+	rememberedState(&cfg)
 	var u *ui.UI
+	store, models, err := installedModels(cfg.Voices != nil)
+	if err != nil {
+		slog.Warn("listing models", "err", err)
+	}
+	if store != nil {
+		cfg.Store = store
+	}
 	if fake {
 		fakeEngineModels(&cfg)
 	} else {
 		cfg.Open = openRealEngine
-		store, models, err := installedModels()
-		if err != nil {
-			slog.Warn("listing models", "err", err)
-		}
 		cfg.Models = models
 		if store != nil {
 			cfg.Welcome = ui.NewFirstRunPanel(store, func(dir string) {
-				u.AddModel(ui.Model{Name: filepath.Base(dir), Dir: dir})
+				u.AddModel(cfg.ModelFor(dir))
 			}, fyne.Do)
 		}
 	}
 	u = ui.New(cfg)
 	w.SetContent(u.Content())
 	u.Bind(w)
-	w.Resize(fyne.NewSize(1040, 700))
+	w.Resize(fyne.NewSize(float32(cfg.Settings.Width), float32(cfg.Settings.Height)))
 	w.SetOnClosed(u.Close)
 
 	if d, err := time.ParseDuration(os.Getenv(envQuitAfter)); err == nil && d > 0 {
@@ -132,7 +139,7 @@ func runWindow() error {
 
 // installedModels lists the complete models of the store (or the one named
 // by TALKBOX_MODEL), for the model picker.
-func installedModels() (*hub.Store, []ui.Model, error) {
+func installedModels(canClone bool) (*hub.Store, []ui.Model, error) {
 	store, err := hub.DefaultStore()
 	if err != nil {
 		return nil, nil, err
@@ -144,7 +151,7 @@ func installedModels() (*hub.Store, []ui.Model, error) {
 			// rather than "No model installed" hiding what was asked for.
 			return store, []ui.Model{{Name: name, Dir: name}}, nil
 		}
-		return store, []ui.Model{{Name: filepath.Base(dir), Dir: dir}}, nil
+		return store, []ui.Model{pickerModel(hub.Inspect(dir), canClone)}, nil
 	}
 	list, err := store.List()
 	if err != nil {
@@ -155,11 +162,46 @@ func installedModels() (*hub.Store, []ui.Model, error) {
 		if !in.Complete {
 			continue
 		}
-		name := cmp.Or(in.Alias, in.Name)
-		if in.SizeName != "" || in.Type != "" {
-			name += fmt.Sprintf(" (%s %s)", in.SizeName, in.Type)
-		}
-		models = append(models, ui.Model{Name: name, Dir: in.Dir})
+		models = append(models, pickerModel(in, canClone))
 	}
 	return store, models, nil
+}
+
+// pickerModel is how the picker shows an installed model: its one display
+// name, and why the window cannot use it when that is so (a Base model
+// speaks only in cloned voices, which need the voices folder).
+func pickerModel(in hub.Installed, canClone bool) ui.Model {
+	m := ui.Model{Name: in.DisplayName(), Dir: in.Dir}
+	if in.Type == model.TypeBase && !canClone {
+		m.CannotServe = "voice cloning needs the voices folder, which could not be opened"
+	}
+	return m
+}
+
+// rememberedState loads the settings (a damaged file is reported in the
+// window and replaced by the defaults) and opens the history.
+func rememberedState(cfg *ui.Config) {
+	cfg.Settings = settings.Defaults()
+	path, err := settings.Path()
+	if err != nil {
+		slog.Warn("settings are not kept", "err", err)
+	} else {
+		s, err := settings.Load(path)
+		cfg.Settings = s
+		var corrupt *settings.CorruptError
+		if errors.As(err, &corrupt) {
+			cfg.Notice = corrupt.Error()
+		} else if err != nil {
+			cfg.Notice = err.Error()
+		}
+		cfg.SaveSettings = func(s settings.Settings) error { return settings.Save(path, s) }
+	}
+	dir, err := history.DefaultDir()
+	if err == nil {
+		cfg.History, err = history.Open(dir, int64(cfg.Settings.HistoryMB)*1e6)
+	}
+	if err != nil {
+		slog.Warn("the history is kept for this run only", "err", err)
+		cfg.History = nil
+	}
 }

@@ -16,7 +16,7 @@ func TestEnvModelErrorReachesWindow(t *testing.T) {
 	t.Setenv("TALKBOX_MODELS", t.TempDir())
 	for _, name := range []string{"no-such-model", t.TempDir()} {
 		t.Setenv(envModel, name)
-		_, models, err := installedModels()
+		_, models, err := installedModels(true)
 		if err != nil || len(models) != 1 {
 			t.Fatalf("%s: models %v, err %v", name, models, err)
 		}

@@ -39,6 +39,7 @@ func (u *UI) selectModel(i int) {
 		u.cfg.Player.Stop()
 	}
 	u.speakBtn.Disable()
+	u.exportBtn.Disable()
 	u.device.SetText("Device: –")
 	u.clearError()
 	u.setStatus(fmt.Sprintf("Loading %s…", m.Name))
@@ -69,6 +70,7 @@ func (u *UI) selectModel(i int) {
 				return
 			}
 			u.setEngine(e)
+			u.saveSettingsLater()
 		})
 	}()
 }
@@ -76,7 +78,16 @@ func (u *UI) selectModel(i int) {
 // setEngine fills the pickers from a freshly loaded model.
 func (u *UI) setEngine(e Engine) {
 	u.eng = e
-	prevVoice, _ := u.voices.value(u.voice.Selected)
+	// Keep the voice and language across a model switch when the new model
+	// has them; before any was picked, the ones remembered from last time.
+	prevVoice, err := u.voices.value(u.voice.Selected)
+	if err != nil {
+		prevVoice = u.prefs.Voice
+	}
+	prevLang, err := u.langs.value(u.lang.Selected)
+	if err != nil {
+		prevLang = u.prefs.Language
+	}
 	u.voices = voicePicks(e.Voices(), u.known)
 	u.voiceGuard = true
 	u.voice.SetOptions(u.voices.labels)
@@ -98,7 +109,11 @@ func (u *UI) setEngine(e Engine) {
 	u.voiceGuard = false
 	u.langs = languagePicks(e.Languages())
 	u.lang.SetOptions(u.langs.labels)
-	u.lang.SetSelectedIndex(0)
+	if l := u.langs.labelOf(prevLang); l != "" {
+		u.lang.SetSelected(l)
+	} else {
+		u.lang.SetSelectedIndex(0)
+	}
 	u.designing = isVoiceDesign(e)
 	switch {
 	case u.designing:
@@ -114,6 +129,7 @@ func (u *UI) setEngine(e Engine) {
 	}
 	u.device.SetText(deviceLine(e))
 	u.speakBtn.Enable()
+	u.exportBtn.Enable()
 	u.setStatus(fmt.Sprintf("Ready: %s on %s.", e.ModelName(), e.Device()))
 }
 
@@ -171,6 +187,7 @@ func (u *UI) Speak() {
 		prev.Cancel()
 		u.cfg.Player.Stop()
 	}
+	replayDone := u.stopReplay()
 	u.nextID++
 	utt := speech.New(u.nextID, text, req, u.eng, u.cfg.Player, u.lastRTF)
 	u.cur = utt
@@ -182,7 +199,11 @@ func (u *UI) Speak() {
 	} else {
 		u.setStatus("Speaking…")
 	}
+	u.saveSettingsLater()
 	go func() {
+		if replayDone != nil {
+			<-replayDone // the ring has one producer
+		}
 		utt.Run(prev)
 		u.post(func() {
 			u.keepDerived(req.Clone, cloneBefore)
@@ -200,6 +221,9 @@ func isVoiceDesign(e Engine) bool {
 
 // Stop silences the current utterance at once and cancels its synthesis.
 func (u *UI) Stop() {
+	if u.stopReplay() != nil {
+		u.setStatus("Stopped.")
+	}
 	if u.cur == nil {
 		return
 	}
@@ -219,14 +243,7 @@ func (u *UI) finish(utt *speech.Utterance) {
 	case end.Err != nil:
 		outcome = "failed"
 	}
-	voiceName := utt.Request().Voice
-	if c := utt.Request().Clone; c != nil {
-		voiceName = c.Name
-	}
-	u.history.add(historyEntry{
-		Text: utt.Text(), Voice: voiceName, TTFC: f.TTFC, FirstSound: f.FirstSound, RTF: f.RTF,
-		FramesPerS: f.FramesPerS, Underruns: f.Underruns, Silent: f.Silent, Audio: f.Audio, Outcome: outcome,
-	})
+	u.recordHistory(utt, end, outcome)
 	if len(end.PCM) > 0 {
 		u.lastPCM = end.PCM
 		u.saveBtn.Enable()

@@ -16,6 +16,9 @@ import (
 	"fyne.io/fyne/v2"
 
 	"talkbox/app/audio"
+	"talkbox/app/history"
+	"talkbox/app/hub"
+	"talkbox/app/settings"
 	"talkbox/engine"
 	"talkbox/engine/voice"
 	"talkbox/ui/speech"
@@ -45,8 +48,21 @@ type Player interface {
 
 // Model is one checkpoint the model picker offers.
 type Model struct {
-	Name string // shown in the picker
+	Name string // shown in the picker (hub.DisplayName)
 	Dir  string // passed to Config.Open
+	// CannotServe, when set, says why the window cannot use this model
+	// (e.g. voice cloning needs a reference clip the window does not take);
+	// such a model is listed but never loaded on its own at start.
+	CannotServe string
+}
+
+// ModelStore is the installed-model folder the Models dialog manages;
+// *hub.Store implements it.
+type ModelStore interface {
+	List() ([]hub.Installed, error)
+	Plan(ctx context.Context, name string) (hub.Plan, error)
+	Pull(ctx context.Context, name string, progress func(hub.Progress)) (string, error)
+	Delete(dir string) error
 }
 
 // Config wires the window to the outside world.
@@ -69,7 +85,25 @@ type Config struct {
 	// Record captures microphone audio for the New-voice dialog
 	// (audio.Record); nil hides the Record button.
 	Record func(ctx context.Context, max time.Duration, level func(peak float32, elapsed time.Duration)) ([]float32, error)
+
+	// Settings is the remembered state restored at start (the zero value
+	// means settings.Defaults()); SaveSettings, when set, keeps it (at
+	// close, after each Speak and model load).
+	Settings     settings.Settings
+	SaveSettings func(settings.Settings) error
+	// Notice is shown in the status line at start (a damaged settings file).
+	Notice string
+	// History keeps utterances with their audio; nil keeps them only for
+	// this run (in a temporary folder removed at Close).
+	History *history.Store
+	// Store, when set, enables the Models dialog.
+	Store ModelStore
+	// ModelFor describes a folder the Models dialog just downloaded, for
+	// the picker; nil uses the folder name.
+	ModelFor func(dir string) Model
 }
+
+var _ ModelStore = (*hub.Store)(nil)
 
 var (
 	_ Engine = (*engine.Engine)(nil)

@@ -3,51 +3,50 @@ package ui
 import (
 	"fmt"
 	"strings"
-	"time"
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
+
+	"talkbox/app/history"
 )
 
-// historyLen is how many past utterances the list keeps.
-const historyLen = 20
-
-// historyEntry is one finished (or stopped, or failed) utterance.
-type historyEntry struct {
-	Text       string
-	Voice      string
-	TTFC       time.Duration // -1 = never arrived
-	FirstSound time.Duration // -1 = never played
-	RTF        float64
-	FramesPerS float64
-	Underruns  uint64
-	Silent     time.Duration
-	Audio      time.Duration
-	Outcome    string // "done", "stopped" or the error
+// historyActions are what a history row's buttons do; the UI implements them.
+type historyActions struct {
+	play, save, copyText, remove, use func(e history.Entry)
 }
 
-// summary is the one-line figure string shown in the list.
-func (h historyEntry) summary() string {
-	s := fmt.Sprintf("TTFC %s · sound %s · RTF %.2f · %.1f fr/s · %d underruns · %s",
-		formatMillis(h.TTFC), formatMillis(h.FirstSound), h.RTF, h.FramesPerS, h.Underruns, formatSeconds(h.Audio))
-	if h.Outcome != "done" {
-		s += " · " + h.Outcome
+// summary is the one-line figure string shown under an entry's text.
+func summary(e history.Entry) string {
+	s := e.Stats
+	line := fmt.Sprintf("%s · %s · TTFC %s · RTF %.2f", e.Time.Local().Format("Jan 2 15:04"), formatSeconds(e.Duration()),
+		formatMillis(s.TTFC), s.RTF)
+	if s.BufferWait > 0 {
+		line += " · waited " + formatSeconds(s.BufferWait)
 	}
-	return s
+	if s.Underruns > 0 {
+		line += fmt.Sprintf(" · %d underruns", s.Underruns)
+	}
+	if e.Voice != "" {
+		line += " · " + displayName(e.Voice)
+	}
+	if e.Outcome != "" && e.Outcome != "done" {
+		line += " · " + e.Outcome
+	}
+	return line
 }
 
-// historyList shows the last utterances, newest first; "Use" copies an
-// utterance's text back into the text box.
+// historyList shows the kept utterances, newest first, each with play,
+// save as, copy, delete and use buttons.
 type historyList struct {
-	entries []historyEntry // newest first
+	entries []history.Entry // newest first
 	list    *widget.List
-	onUse   func(text string)
+	act     historyActions
 }
 
-func newHistoryList(onUse func(string)) *historyList {
-	h := &historyList{onUse: onUse}
+func newHistoryList(act historyActions) *historyList {
+	h := &historyList{act: act}
 	h.list = widget.NewList(
 		func() int { return len(h.entries) },
 		func() fyne.CanvasObject {
@@ -57,8 +56,14 @@ func newHistoryList(onUse func(string)) *historyList {
 			figs := widget.NewLabel("figures")
 			figs.Truncation = fyne.TextTruncateEllipsis
 			figs.SizeName = theme.SizeNameCaptionText
-			use := widget.NewButtonWithIcon("Use", theme.ContentUndoIcon(), nil)
-			return container.NewBorder(nil, nil, nil, use, container.NewVBox(title, figs))
+			buttons := container.NewHBox(
+				widget.NewButtonWithIcon("", theme.MediaPlayIcon(), nil),
+				widget.NewButtonWithIcon("", theme.DocumentSaveIcon(), nil),
+				widget.NewButtonWithIcon("", theme.ContentCopyIcon(), nil),
+				widget.NewButtonWithIcon("", theme.DeleteIcon(), nil),
+				widget.NewButton("Use", nil),
+			)
+			return container.NewBorder(nil, nil, nil, buttons, container.NewVBox(title, figs))
 		},
 		func(id widget.ListItemID, o fyne.CanvasObject) {
 			if id < 0 || id >= len(h.entries) {
@@ -68,32 +73,37 @@ func newHistoryList(onUse func(string)) *historyList {
 			row := o.(*fyne.Container)
 			texts := row.Objects[0].(*fyne.Container)
 			texts.Objects[0].(*widget.Label).SetText(oneLine(e.Text))
-			texts.Objects[1].(*widget.Label).SetText(e.summary())
-			row.Objects[1].(*widget.Button).OnTapped = func() { h.use(id) }
+			texts.Objects[1].(*widget.Label).SetText(summary(e))
+			btns := row.Objects[1].(*fyne.Container).Objects
+			for i, f := range []func(history.Entry){act.play, act.save, act.copyText, act.remove, act.use} {
+				f := f
+				btns[i].(*widget.Button).OnTapped = func() {
+					if f != nil {
+						f(e)
+					}
+				}
+			}
 		},
 	)
-	h.list.OnSelected = func(id widget.ListItemID) {
-		h.use(id)
-		h.list.UnselectAll()
-	}
+	h.list.OnSelected = func(widget.ListItemID) { h.list.UnselectAll() }
 	return h
 }
 
-func (h *historyList) add(e historyEntry) {
-	h.entries = append([]historyEntry{e}, h.entries...)
-	if len(h.entries) > historyLen {
-		h.entries = h.entries[:historyLen]
-	}
+// set replaces the shown entries (newest first).
+func (h *historyList) set(entries []history.Entry) {
+	h.entries = entries
 	h.list.Refresh()
-}
-
-func (h *historyList) use(id int) {
-	if id >= 0 && id < len(h.entries) && h.onUse != nil {
-		h.onUse(h.entries[id].Text)
-	}
 }
 
 // oneLine flattens text for a list row.
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
+
+// historySize says how full the history is, for its header.
+func historySize(used int64, limitMB int) string {
+	return fmt.Sprintf("%.1f MB of %d MB", float64(used)/1e6, limitMB)
+}
+
+// historyLimits are the size limits the history header offers, in MB.
+var historyLimits = []int{100, 250, 500, 1000, 2000, 5000}

@@ -1,6 +1,8 @@
 package ui
 
 import (
+	"context"
+	"os"
 	"sync"
 	"sync/atomic"
 
@@ -10,6 +12,8 @@ import (
 	"fyne.io/fyne/v2/widget"
 
 	"talkbox/app/audio"
+	"talkbox/app/history"
+	"talkbox/app/settings"
 	"talkbox/assets"
 	"talkbox/ui/speech"
 )
@@ -48,6 +52,8 @@ type UI struct {
 	speakBtn   *widget.Button
 	stopBtn    *widget.Button
 	saveBtn    *widget.Button
+	exportBtn  *widget.Button
+	modelsBtn  *widget.Button
 	model      *widget.Select
 	device     *widget.Label
 	status     *widget.Label
@@ -58,12 +64,34 @@ type UI struct {
 	designing  bool   // the loaded model is VoiceDesign: the description is required
 	voiceGuard bool   // the voice picker is being changed by code
 	lastVoice  string // the picker's last real choice (not New voice…)
+
+	prefs       settings.Settings // what is remembered; refreshed before each save
+	restored    bool              // the saved voice/language were applied to a loaded model
+	tempHistory string            // folder of a run-only history, removed at Close
+	histHeader  *widget.Label
+	histLimit   *widget.Select
+	undoBar     *fyne.Container
+	undoText    string // the draft a "Use" replaced
+	replayStop  context.CancelFunc
+	replayDone  chan struct{}
+	exporting   bool
 }
 
 // New builds the widgets. It starts no goroutines; call Start once the
 // window shows.
 func New(cfg Config) *UI {
-	u := &UI{cfg: cfg, stop: make(chan struct{}), modelIdx: -1}
+	u := &UI{cfg: cfg, stop: make(chan struct{}), modelIdx: -1, prefs: cfg.Settings}
+	if u.prefs == (settings.Settings{}) {
+		u.prefs = settings.Defaults()
+	}
+	if u.cfg.History == nil {
+		// History only for this run: a private folder removed at Close.
+		if dir, err := os.MkdirTemp("", "talkbox-history-"); err == nil {
+			if st, err := history.Open(dir, 0); err == nil {
+				u.cfg.History, u.tempHistory = st, dir
+			}
+		}
+	}
 	post := cfg.Post
 	if post == nil {
 		post = fyne.Do
@@ -113,6 +141,14 @@ func (u *UI) build() {
 	u.stopBtn.Disable()
 	u.saveBtn = widget.NewButtonWithIcon("Save WAV…", theme.DocumentSaveIcon(), u.saveDialog)
 	u.saveBtn.Disable()
+	u.exportBtn = widget.NewButtonWithIcon("Export…", theme.DownloadIcon(), u.exportDialog)
+	u.exportBtn.Disable()
+	u.modelsBtn = widget.NewButtonWithIcon("Models…", theme.StorageIcon(), u.modelsDialog)
+	if u.cfg.Store == nil {
+		u.modelsBtn.Hide()
+	}
+	u.text.SetText(u.prefs.Draft)
+	u.instruct.SetText(u.prefs.Instruct)
 
 	names := make([]string, len(u.cfg.Models))
 	for i, m := range u.cfg.Models {
@@ -138,15 +174,30 @@ func (u *UI) build() {
 
 	u.panel = newLatencyPanel()
 	u.panel.reset()
-	u.history = newHistoryList(func(text string) { u.text.SetText(text) })
+	u.history = newHistoryList(historyActions{play: u.replay, save: u.saveEntryDialog, copyText: u.copyEntry,
+		remove: u.deleteEntry, use: u.useEntry})
+	u.histHeader = widget.NewLabelWithStyle("History", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
+	var limits []string
+	for _, mb := range historyLimits {
+		limits = append(limits, limitLabel(mb))
+	}
+	u.histLimit = widget.NewSelect(limits, nil)
+	u.histLimit.PlaceHolder = limitLabel(u.prefs.HistoryMB)
+	u.histLimit.OnChanged = u.setHistoryLimit
+	undoLabel := widget.NewLabel("The text box now holds a history entry.")
+	u.undoBar = container.NewHBox(undoLabel, widget.NewButtonWithIcon("Undo", theme.ContentUndoIcon(), u.undoUse))
+	u.undoBar.Hide()
 
-	top := container.NewBorder(nil, nil, widget.NewLabel("Model"), u.device, u.model)
+	u.device.Truncation = fyne.TextTruncateEllipsis
+	top := container.NewVBox(
+		container.NewBorder(nil, nil, widget.NewLabel("Model"), u.modelsBtn, u.model),
+		u.device)
 	picks := container.NewVBox(
 		container.NewBorder(nil, nil, widget.NewLabel("Voice"), nil, u.voice),
 		container.NewBorder(nil, nil, widget.NewLabel("Language"), nil, u.lang),
 		u.instructR,
 	)
-	buttons := container.NewHBox(u.speakBtn, u.stopBtn, u.saveBtn)
+	buttons := container.NewHBox(u.speakBtn, u.stopBtn, u.saveBtn, u.exportBtn)
 	var welcome fyne.CanvasObject
 	if w := u.cfg.Welcome; w != nil {
 		welcome = w
@@ -155,11 +206,11 @@ func (u *UI) build() {
 		}
 	}
 	left := container.NewBorder(welcome,
-		container.NewVBox(picks, buttons, u.status, u.errorMsg, u.audioWarn),
+		container.NewVBox(u.undoBar, picks, buttons, u.status, u.errorMsg, u.audioWarn),
 		nil, nil, u.text)
 	right := container.NewBorder(
 		widget.NewCard("Latency", "", u.panel.box), nil, nil, nil,
-		container.NewBorder(widget.NewLabelWithStyle("History", fyne.TextAlignLeading, fyne.TextStyle{Bold: true}), nil, nil, nil, u.history.list))
+		container.NewBorder(container.NewBorder(nil, nil, u.histHeader, u.histLimit), nil, nil, nil, u.history.list))
 	split := container.NewHSplit(container.NewPadded(left), container.NewPadded(right))
 	split.Offset = 0.52
 	u.content = container.NewBorder(container.NewVBox(container.NewPadded(top), widget.NewSeparator()), nil, nil, nil, split)
@@ -195,21 +246,56 @@ func (u *UI) Bind(w fyne.Window) {
 	})
 }
 
-// Start loads the first model in the background and starts the ticker
+// Start shows the kept history, loads the model used last (or else the
+// first one the window can serve) in the background, and starts the ticker
 // that refreshes the latency panel about ten times a second.
 func (u *UI) Start() {
 	go u.tick()
-	if len(u.cfg.Models) > 0 {
-		u.model.SetSelectedIndex(0) // triggers selectModel
-	} else {
+	u.refreshHistory()
+	switch i := startModel(u.cfg.Models, u.prefs.Model); {
+	case i >= 0:
+		u.model.SetSelectedIndex(i) // triggers selectModel
+	case len(u.cfg.Models) > 0:
+		u.setStatus("None of the installed models can be used here: " + u.cfg.Models[0].CannotServe + ". Pick one to try, or get another with Models….")
+	default:
 		u.setStatus("No model installed yet.")
 	}
+	if u.cfg.Notice != "" {
+		u.showError(u.cfg.Notice)
+	}
+}
+
+// startModel is the model to load at start: the one used last when the
+// window can serve it, else the first one it can; -1 when none.
+func startModel(models []Model, last string) int {
+	first := -1
+	for i, m := range models {
+		if m.CannotServe != "" {
+			continue
+		}
+		if last != "" && m.Dir == last {
+			return i
+		}
+		if first < 0 {
+			first = i
+		}
+	}
+	return first
 }
 
 // Close stops the ticker and any speech, then closes the engine in the
 // background once the utterance has wound down.
 func (u *UI) Close() {
+	if !u.closed.Load() {
+		u.saveSettings()
+	}
 	u.closed.Store(true)
+	if u.replayStop != nil {
+		u.replayStop()
+	}
+	if u.tempHistory != "" {
+		os.RemoveAll(u.tempHistory)
+	}
 	u.stopped.Do(func() { close(u.stop) })
 	cur, eng := u.cur, u.eng
 	u.eng = nil

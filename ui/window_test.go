@@ -3,6 +3,7 @@ package ui
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"fyne.io/fyne/v2/widget"
 
 	"talkbox/app/audio"
+	"talkbox/app/history"
 	"talkbox/engine"
 	"talkbox/ui/uitest"
 )
@@ -54,13 +56,19 @@ func (e *timedEngine) starts() []time.Time {
 
 func newHarness(t *testing.T, fake *uitest.FakeEngine, openErr error) *harness {
 	t.Helper()
+	return newHarnessWith(t, fake, openErr, nil)
+}
+
+// newHarnessWith lets a test change the Config before the window is built.
+func newHarnessWith(t *testing.T, fake *uitest.FakeEngine, openErr error, change func(*Config)) *harness {
+	t.Helper()
 	test.NewTempApp(t)
 	p, err := audio.Open(audio.Options{ForceNull: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := &harness{t: t, q: make(chan func(), 4096), fake: &timedEngine{FakeEngine: fake}, player: p}
-	h.ui = New(Config{
+	cfg := Config{
 		Models: []Model{{Name: "fake model", Dir: "/nowhere"}},
 		Open: func(dir string) (Engine, error) {
 			if openErr != nil {
@@ -70,7 +78,11 @@ func newHarness(t *testing.T, fake *uitest.FakeEngine, openErr error) *harness {
 		},
 		Player: p,
 		Post:   func(f func()) { h.q <- f },
-	})
+	}
+	if change != nil {
+		change(&cfg)
+	}
+	h.ui = New(cfg)
 	h.win = test.NewTempWindow(t, h.ui.Content())
 	h.win.Resize(fyne.NewSize(1000, 700))
 	h.ui.Bind(h.win)
@@ -108,6 +120,14 @@ func (h *harness) ready() {
 }
 
 func (h *harness) idle() bool { return h.ui.cur == nil }
+
+// historyN waits until the history lists n entries (they are kept on a
+// background goroutine) and returns them, newest first.
+func (h *harness) historyN(n int) []history.Entry {
+	h.t.Helper()
+	h.waitFor(fmt.Sprintf("%d history entries", n), func() bool { return len(h.ui.history.entries) >= n })
+	return h.ui.history.entries
+}
 
 func labelFor(t *testing.T, u *UI, name string) string {
 	t.Helper()
@@ -188,12 +208,16 @@ func TestSpeakUpdatesPanelAndHistory(t *testing.T) {
 			t.Errorf("request voice %q language %q, want ryan/english", r.Voice, r.Language)
 		}
 	}
-	if len(u.history.entries) != 1 {
-		t.Fatalf("%d history entries, want 1", len(u.history.entries))
+	es := h.historyN(1)
+	if len(es) != 1 {
+		t.Fatalf("%d history entries, want 1", len(es))
 	}
-	e := u.history.entries[0]
+	e := es[0].Stats
+	if es[0].Outcome != "done" || es[0].Voice != "ryan" || es[0].Language != "english" {
+		t.Fatalf("history entry %+v", es[0])
+	}
 	t.Logf("fake RTF 0.3: TTFC %v, first sound %v, RTF %.2f, %.1f frames/s, %d underruns", e.TTFC, e.FirstSound, e.RTF, e.FramesPerS, e.Underruns)
-	if e.Outcome != "done" || e.TTFC <= 0 || e.FirstSound < e.TTFC || e.Underruns != 0 {
+	if e.TTFC <= 0 || e.FirstSound < e.TTFC || e.Underruns != 0 {
 		t.Fatalf("history entry %+v: want done, 0 < TTFC <= first sound, no underruns", e)
 	}
 	if e.RTF < 0.2 || e.RTF > 0.6 {
@@ -225,8 +249,8 @@ func TestSpeakUpdatesPanelAndHistory(t *testing.T) {
 	}
 
 	u.text.SetText("")
-	u.history.list.Select(0)
-	if u.text.Text != first+" "+second {
+	u.useEntry(u.history.entries[0])
+	if u.text.Text != first+" "+second || u.undoBar.Visible() {
 		t.Errorf("history did not copy the text back: %q", u.text.Text)
 	}
 }
@@ -246,7 +270,7 @@ func TestStopThenSpeakAgain(t *testing.T) {
 	if d := time.Since(esc); d > time.Second {
 		t.Errorf("stop took %v", d)
 	}
-	if got := u.history.entries[0].Outcome; got != "stopped" || u.status.Text != "Stopped." {
+	if got := h.historyN(1)[0].Outcome; got != "stopped" || u.status.Text != "Stopped." {
 		t.Fatalf("after Esc: outcome %q status %q", got, u.status.Text)
 	}
 	if h.fake.Cancelled() < 1 {
@@ -259,7 +283,7 @@ func TestStopThenSpeakAgain(t *testing.T) {
 	u.text.SetText("Short one.")
 	u.text.TypedShortcut(&desktop.CustomShortcut{KeyName: fyne.KeyReturn, Modifier: fyne.KeyModifierControl})
 	h.waitFor("the second utterance", h.idle)
-	if e := u.history.entries[0]; e.Outcome != "done" || e.FirstSound <= 0 || e.Text != "Short one." {
+	if e := h.historyN(2)[0]; e.Outcome != "done" || e.Stats.FirstSound <= 0 || e.Text != "Short one." {
 		t.Fatalf("second utterance: %+v", e)
 	}
 
@@ -296,7 +320,7 @@ func TestErrorsShowInWindow(t *testing.T) {
 	if !u.errorMsg.Visible() || !strings.Contains(u.errorMsg.Text, "failing after 3 frames") || u.status.Text != "Speech failed." {
 		t.Fatalf("engine failure: error %q status %q", u.errorMsg.Text, u.status.Text)
 	}
-	if e := u.history.entries[0]; e.Outcome != "failed" {
+	if e := h.historyN(1)[0]; e.Outcome != "failed" {
 		t.Fatalf("history outcome %q, want failed", e.Outcome)
 	}
 	if len(u.lastPCM) != 3*uitest.FakeFrameSamples {
@@ -351,7 +375,7 @@ func TestPrebufferFollowsMeasuredRTF(t *testing.T) {
 	u.text.SetText(text)
 	test.Tap(u.speakBtn)
 	h.waitFor("the first utterance", h.idle)
-	first := u.history.entries[0]
+	first := h.historyN(1)[0].Stats
 	if first.Underruns == 0 || first.RTF < 1.1 {
 		t.Fatalf("first utterance at RTF 1.3 without prebuffer: %+v, want underruns and RTF > 1.1", first)
 	}
@@ -360,7 +384,7 @@ func TestPrebufferFollowsMeasuredRTF(t *testing.T) {
 		t.Errorf("status %q does not mention the prebuffer", u.status.Text)
 	}
 	h.waitFor("the second utterance", func() bool { return h.idle() && len(u.history.entries) == 2 })
-	second := u.history.entries[0]
+	second := u.history.entries[0].Stats
 	t.Logf("RTF 1.3: without prebuffer %d underruns (%v), first sound %v; with prebuffer %d underruns, first sound %v",
 		first.Underruns, first.Silent, first.FirstSound, second.Underruns, second.FirstSound)
 	if second.Underruns != 0 || second.FirstSound <= first.FirstSound {
