@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/dialog"
@@ -21,9 +20,6 @@ import (
 	"talkbox/internal/atomicfile"
 	"talkbox/ui/speech"
 )
-
-// settingsMu serialises background settings writes.
-var settingsMu sync.Mutex
 
 // currentSettings collects what the window remembers; UI goroutine only.
 func (u *UI) currentSettings() settings.Settings {
@@ -54,8 +50,10 @@ func (u *UI) saveSettings() {
 		return
 	}
 	s := u.currentSettings()
-	settingsMu.Lock()
-	defer settingsMu.Unlock()
+	gen := u.settingsGen.Add(1)
+	u.settingsMu.Lock()
+	defer u.settingsMu.Unlock()
+	u.savedGen = gen
 	_ = u.cfg.SaveSettings(s) // at Close there is no window left to tell
 }
 
@@ -67,10 +65,15 @@ func (u *UI) saveSettingsLater() {
 	}
 	s := u.currentSettings()
 	save := u.cfg.SaveSettings
+	gen := u.settingsGen.Add(1)
 	go func() {
-		settingsMu.Lock()
-		err := save(s)
-		settingsMu.Unlock()
+		u.settingsMu.Lock()
+		var err error
+		if gen > u.savedGen { // a newer state may have been written meanwhile
+			u.savedGen = gen
+			err = save(s)
+		}
+		u.settingsMu.Unlock()
 		if err != nil {
 			u.post(func() { u.showError("Could not save the settings: " + err.Error()) })
 		}

@@ -75,6 +75,13 @@ type UI struct {
 	replayStop  context.CancelFunc
 	replayDone  chan struct{}
 	exporting   bool
+
+	// Settings writes: each gets a generation; a background write older
+	// than the last one written is skipped, so a late goroutine never
+	// puts back an older state over the one saved at Close.
+	settingsGen atomic.Uint64
+	settingsMu  sync.Mutex
+	savedGen    uint64 // guarded by settingsMu
 }
 
 // New builds the widgets. It starts no goroutines; call Start once the
