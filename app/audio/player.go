@@ -69,9 +69,23 @@ func (p *Player) Backend() string { return p.out.backend }
 func (p *Player) Close() error { return p.out.close() }
 
 // Stop silences the current utterance at once: the consumer drops the
-// buffered audio on its next callback. Cancel Play's context as well so the
-// producer stops writing. Safe from any goroutine.
-func (p *Player) Stop() { p.ring.Flush() }
+// buffered audio on its next callback, and a pause ends. Cancel Play's
+// context as well so the producer stops writing. Safe from any goroutine.
+func (p *Player) Stop() {
+	p.ring.Flush()
+	p.ring.SetPaused(false)
+}
+
+// Pause holds playback where it is: the device gets silence and the
+// buffered audio waits, sample for sample, until Resume. Synthesis goes on
+// filling the ring meanwhile. Safe from any goroutine.
+func (p *Player) Pause() { p.ring.SetPaused(true) }
+
+// Resume continues a paused playback with the next unplayed sample.
+func (p *Player) Resume() { p.ring.SetPaused(false) }
+
+// Paused reports whether playback is paused.
+func (p *Player) Paused() bool { return p.ring.Paused() }
 
 // PlayOptions steer the prebuffer policy.
 type PlayOptions struct {
@@ -125,6 +139,7 @@ func (p *Player) Play(ctx context.Context, chunks <-chan engine.Chunk, o PlayOpt
 	defer p.busy.Store(false)
 
 	utt := p.ring.Begin()
+	p.ring.SetPaused(false) // a new utterance always plays
 	p.utterance.Store(utt)
 	p.tag.Store(o.Tag) // after utterance: Live reads tag first, so a new tag implies the new utterance
 	p.released.Store(false)
@@ -202,6 +217,10 @@ func (p *Player) drain(ctx context.Context, end uint64) error {
 	left := samplesToDuration(end - min(end, p.ring.r.Load()))
 	deadline := time.Now().Add(left + 2*time.Second)
 	for p.ring.r.Load() < end {
+		if p.ring.Paused() {
+			// A pause may last any time; the device is not stuck.
+			deadline = time.Now().Add(samplesToDuration(end-min(end, p.ring.r.Load())) + 2*time.Second)
+		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("audio: %s backend stopped playing with %v of audio left", p.out.backend, samplesToDuration(end-p.ring.r.Load()))
 		}
@@ -234,6 +253,7 @@ type Live struct {
 	Utterance  uint64
 	Playing    bool          // a Play is running
 	Held       bool          // prebuffering: playback not started yet
+	Paused     bool          // Pause is in effect
 	Buffered   time.Duration // audio in the ring
 	Played     time.Duration
 	Underruns  uint64
@@ -250,6 +270,7 @@ func (p *Player) Live() Live {
 		Utterance: utt,
 		Playing:   p.busy.Load(),
 		Held:      p.busy.Load() && !p.released.Load(),
+		Paused:    p.ring.Paused(),
 		Buffered:  samplesToDuration(uint64(p.ring.Buffered())),
 	}
 	if s := p.ring.Stats(); s.Utterance == utt {

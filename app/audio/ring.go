@@ -36,6 +36,10 @@ type Ring struct {
 	ctl  atomic.Pointer[control]
 	gate atomic.Uint64 // utterance allowed to play (prebuffer hold until it equals ctl.utterance)
 
+	// paused makes Fill output silence without consuming: the read counter
+	// stays where it is, so resuming continues with the very next sample.
+	paused atomic.Bool
+
 	// Consumer-private state: only Fill touches these.
 	seenUtterance  uint64
 	started        bool
@@ -148,6 +152,13 @@ func (rg *Ring) Flush() {
 	})
 }
 
+// SetPaused pauses or resumes the consumer; safe from any goroutine. While
+// paused, callbacks are silent, consume nothing and count no underruns.
+func (rg *Ring) SetPaused(on bool) { rg.paused.Store(on) }
+
+// Paused reports whether the consumer is paused.
+func (rg *Ring) Paused() bool { return rg.paused.Load() }
+
 // Fill is the consumer: it copies buffered samples into out, pads the rest
 // with silence and keeps the per-utterance figures. It never allocates,
 // blocks or logs, so the device callback can call it.
@@ -174,6 +185,11 @@ func (rg *Ring) Fill(out []float32) {
 		// Audio dropped by a flush ends the current stretch: silence before
 		// it is not a gap between two played samples.
 		rg.pendingCount, rg.pendingSilence = 0, 0
+	}
+	if rg.paused.Load() {
+		// A pause is not a gap in the stream: nothing is counted.
+		clear(out)
+		return
 	}
 	n := 0
 	if rg.gate.Load() == c.utterance {
