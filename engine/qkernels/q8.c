@@ -1,0 +1,241 @@
+#include <math.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "q8.h"
+
+// Quantization is one portable function for every path, so the paths differ
+// only in the order their float sums are added.
+void q8_quantize_rows(const float *x, int n, int cols, int ldx, int8_t *qs, float *d) {
+	int kb = (cols + Q8_BLOCK - 1) / Q8_BLOCK;
+	for (int i = 0; i < n; i++) {
+		const float *row = x + (size_t)i * ldx;
+		int8_t *q = qs + (size_t)i * kb * Q8_BLOCK;
+		float *s = d + (size_t)i * kb;
+		for (int b = 0; b < kb; b++) {
+			int c0 = b * Q8_BLOCK;
+			int c1 = c0 + Q8_BLOCK < cols ? c0 + Q8_BLOCK : cols;
+			float amax = 0;
+			for (int c = c0; c < c1; c++) {
+				float a = fabsf(row[c]);
+				amax = a > amax ? a : amax;
+			}
+			float scale = amax / 127.0f;
+			float inv = amax > 0 ? 127.0f / amax : 0.0f;
+			s[b] = scale;
+			int8_t *qb = q + c0;
+			for (int c = c0; c < c1; c++) {
+				qb[c - c0] = (int8_t)lrintf(row[c] * inv);
+			}
+			for (int c = c1; c < c0 + Q8_BLOCK; c++) {
+				qb[c - c0] = 0;
+			}
+		}
+	}
+}
+
+static void gemm_portable(int r0, int r1, int kb, const int8_t *wq, const float *wd, int nx,
+                          const int8_t *xq, const float *xd, const float *bias, float *y, int ldy) {
+	for (int r = r0; r < r1; r++) {
+		const int8_t *w = wq + (size_t)r * kb * Q8_BLOCK;
+		const float *ws = wd + (size_t)r * kb;
+		for (int j = 0; j < nx; j++) {
+			const int8_t *x = xq + (size_t)j * kb * Q8_BLOCK;
+			const float *xs = xd + (size_t)j * kb;
+			float acc = 0;
+			for (int b = 0; b < kb; b++) {
+				int32_t s = 0;
+				for (int i = 0; i < Q8_BLOCK; i++) {
+					s += (int32_t)w[b * Q8_BLOCK + i] * (int32_t)x[b * Q8_BLOCK + i];
+				}
+				acc += ws[b] * xs[b] * (float)s;
+			}
+			y[(size_t)j * ldy + r] = acc + (bias ? bias[r] : 0.0f);
+		}
+	}
+}
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#define AVX2_TARGET __attribute__((target("avx2,fma")))
+
+AVX2_TARGET static inline float hsum256(__m256 v) {
+	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+	s = _mm_add_ss(s, _mm_movehdup_ps(s));
+	return _mm_cvtss_f32(s);
+}
+
+// One block's 32 products as 8 int32 partial sums: |w| (unsigned) times x
+// with w's sign (signed) pairwise into int16 (at most 2·127·127, no
+// saturation: both sides are in [-127, 127]), then pairs into int32.
+AVX2_TARGET static inline __m256i dot_block256(__m256i aw, __m256i wv, const int8_t *x) {
+	__m256i xv = _mm256_loadu_si256((const __m256i *)x);
+	__m256i p = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(xv, wv));
+	return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+
+// Each weight block is loaded once and used for four activation rows.
+AVX2_TARGET static void gemm_avx2(int r0, int r1, int kb, const int8_t *wq, const float *wd, int nx,
+                                  const int8_t *xq, const float *xd, const float *bias, float *y, int ldy) {
+	size_t xrow = (size_t)kb * Q8_BLOCK;
+	for (int r = r0; r < r1; r++) {
+		const int8_t *w = wq + (size_t)r * xrow;
+		const float *ws = wd + (size_t)r * kb;
+		float bv = bias ? bias[r] : 0.0f;
+		int j = 0;
+		for (; j + 4 <= nx; j += 4) {
+			const int8_t *x0 = xq + (size_t)j * xrow;
+			const float *s0 = xd + (size_t)j * kb;
+			__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+			for (int b = 0; b < kb; b++) {
+				__m256i wv = _mm256_loadu_si256((const __m256i *)(w + b * Q8_BLOCK));
+				__m256i aw = _mm256_sign_epi8(wv, wv);
+				float sw = ws[b];
+				const int8_t *xb = x0 + b * Q8_BLOCK;
+				a0 = _mm256_fmadd_ps(_mm256_set1_ps(sw * s0[b]), _mm256_cvtepi32_ps(dot_block256(aw, wv, xb)), a0);
+				a1 = _mm256_fmadd_ps(_mm256_set1_ps(sw * s0[kb + b]), _mm256_cvtepi32_ps(dot_block256(aw, wv, xb + xrow)), a1);
+				a2 = _mm256_fmadd_ps(_mm256_set1_ps(sw * s0[2 * kb + b]), _mm256_cvtepi32_ps(dot_block256(aw, wv, xb + 2 * xrow)), a2);
+				a3 = _mm256_fmadd_ps(_mm256_set1_ps(sw * s0[3 * kb + b]), _mm256_cvtepi32_ps(dot_block256(aw, wv, xb + 3 * xrow)), a3);
+			}
+			y[(size_t)j * ldy + r] = hsum256(a0) + bv;
+			y[(size_t)(j + 1) * ldy + r] = hsum256(a1) + bv;
+			y[(size_t)(j + 2) * ldy + r] = hsum256(a2) + bv;
+			y[(size_t)(j + 3) * ldy + r] = hsum256(a3) + bv;
+		}
+		for (; j < nx; j++) {
+			const int8_t *x0 = xq + (size_t)j * xrow;
+			const float *s0 = xd + (size_t)j * kb;
+			__m256 a0 = _mm256_setzero_ps(), a1 = a0;
+			int b = 0;
+			// Two independent accumulators so the fma chain is not latency bound.
+			for (; b + 2 <= kb; b += 2) {
+				__m256i wv = _mm256_loadu_si256((const __m256i *)(w + b * Q8_BLOCK));
+				__m256i wv1 = _mm256_loadu_si256((const __m256i *)(w + (b + 1) * Q8_BLOCK));
+				a0 = _mm256_fmadd_ps(_mm256_set1_ps(ws[b] * s0[b]),
+				                     _mm256_cvtepi32_ps(dot_block256(_mm256_sign_epi8(wv, wv), wv, x0 + b * Q8_BLOCK)), a0);
+				a1 = _mm256_fmadd_ps(_mm256_set1_ps(ws[b + 1] * s0[b + 1]),
+				                     _mm256_cvtepi32_ps(dot_block256(_mm256_sign_epi8(wv1, wv1), wv1, x0 + (b + 1) * Q8_BLOCK)), a1);
+			}
+			for (; b < kb; b++) {
+				__m256i wv = _mm256_loadu_si256((const __m256i *)(w + b * Q8_BLOCK));
+				a0 = _mm256_fmadd_ps(_mm256_set1_ps(ws[b] * s0[b]),
+				                     _mm256_cvtepi32_ps(dot_block256(_mm256_sign_epi8(wv, wv), wv, x0 + b * Q8_BLOCK)), a0);
+			}
+			y[(size_t)j * ldy + r] = hsum256(_mm256_add_ps(a0, a1)) + bv;
+		}
+	}
+}
+
+// The AVX-512 kernels take two blocks (64 bytes) a step; the lanes 0-7 of a
+// product belong to the first block and 8-15 to the second, hence the
+// blended scale vector. AVX-512 has no sign_epi8: x is negated where w < 0
+// (w's sign bits as a mask). An odd last block runs the 256-bit form.
+#define AVX512_GEMM(NAME, TARGET, DOT)                                                                          \
+	__attribute__((target(TARGET))) static inline __m512i NAME##_pair(__m512i aw, __mmask64 neg, const int8_t *x) { \
+		__m512i xv = _mm512_loadu_si512((const void *)x);                                                       \
+		__m512i sx = _mm512_mask_sub_epi8(xv, neg, _mm512_setzero_si512(), xv);                                 \
+		return DOT(aw, sx);                                                                                     \
+	}                                                                                                           \
+	__attribute__((target(TARGET))) static inline __m512 NAME##_scale(float a, float b) {                       \
+		return _mm512_mask_blend_ps((__mmask16)0xFF00, _mm512_set1_ps(a), _mm512_set1_ps(b));                   \
+	}                                                                                                           \
+	__attribute__((target(TARGET))) static inline float NAME##_tail(const int8_t *w, const int8_t *x, float s) { \
+		__m256i wv = _mm256_loadu_si256((const __m256i *)w);                                                    \
+		return s * hsum256(_mm256_cvtepi32_ps(dot_block256(_mm256_sign_epi8(wv, wv), wv, x)));                  \
+	}                                                                                                           \
+	__attribute__((target(TARGET))) static void NAME(int r0, int r1, int kb, const int8_t *wq, const float *wd,   \
+	                                                 int nx, const int8_t *xq, const float *xd, const float *bias, \
+	                                                 float *y, int ldy) {                                       \
+		size_t xrow = (size_t)kb * Q8_BLOCK;                                                                    \
+		int kp = kb & ~1;                                                                                       \
+		for (int r = r0; r < r1; r++) {                                                                         \
+			const int8_t *w = wq + (size_t)r * xrow;                                                            \
+			const float *ws = wd + (size_t)r * kb;                                                              \
+			float bv = bias ? bias[r] : 0.0f;                                                                   \
+			int j = 0;                                                                                          \
+			for (; j + 4 <= nx; j += 4) {                                                                       \
+				const int8_t *x0 = xq + (size_t)j * xrow;                                                       \
+				const float *s0 = xd + (size_t)j * kb;                                                          \
+				__m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                                     \
+				for (int b = 0; b < kp; b += 2) {                                                               \
+					__m512i wv = _mm512_loadu_si512((const void *)(w + b * Q8_BLOCK));                          \
+					__m512i aw = _mm512_abs_epi8(wv);                                                           \
+					__mmask64 neg = _mm512_movepi8_mask(wv);                                                    \
+					const int8_t *xb = x0 + b * Q8_BLOCK;                                                       \
+					float w0 = ws[b], w1 = ws[b + 1];                                                           \
+					a0 = _mm512_fmadd_ps(NAME##_scale(w0 * s0[b], w1 * s0[b + 1]),                             \
+					                     _mm512_cvtepi32_ps(NAME##_pair(aw, neg, xb)), a0);                     \
+					a1 = _mm512_fmadd_ps(NAME##_scale(w0 * s0[kb + b], w1 * s0[kb + b + 1]),                    \
+					                     _mm512_cvtepi32_ps(NAME##_pair(aw, neg, xb + xrow)), a1);              \
+					a2 = _mm512_fmadd_ps(NAME##_scale(w0 * s0[2 * kb + b], w1 * s0[2 * kb + b + 1]),            \
+					                     _mm512_cvtepi32_ps(NAME##_pair(aw, neg, xb + 2 * xrow)), a2);          \
+					a3 = _mm512_fmadd_ps(NAME##_scale(w0 * s0[3 * kb + b], w1 * s0[3 * kb + b + 1]),            \
+					                     _mm512_cvtepi32_ps(NAME##_pair(aw, neg, xb + 3 * xrow)), a3);          \
+				}                                                                                               \
+				float t0 = 0, t1 = 0, t2 = 0, t3 = 0;                                                           \
+				if (kp < kb) {                                                                                  \
+					const int8_t *wb = w + kp * Q8_BLOCK, *xb = x0 + kp * Q8_BLOCK;                              \
+					t0 = NAME##_tail(wb, xb, ws[kp] * s0[kp]);                                                  \
+					t1 = NAME##_tail(wb, xb + xrow, ws[kp] * s0[kb + kp]);                                      \
+					t2 = NAME##_tail(wb, xb + 2 * xrow, ws[kp] * s0[2 * kb + kp]);                              \
+					t3 = NAME##_tail(wb, xb + 3 * xrow, ws[kp] * s0[3 * kb + kp]);                              \
+				}                                                                                               \
+				y[(size_t)j * ldy + r] = _mm512_reduce_add_ps(a0) + t0 + bv;                                    \
+				y[(size_t)(j + 1) * ldy + r] = _mm512_reduce_add_ps(a1) + t1 + bv;                              \
+				y[(size_t)(j + 2) * ldy + r] = _mm512_reduce_add_ps(a2) + t2 + bv;                              \
+				y[(size_t)(j + 3) * ldy + r] = _mm512_reduce_add_ps(a3) + t3 + bv;                              \
+			}                                                                                                   \
+			for (; j < nx; j++) {                                                                               \
+				const int8_t *x0 = xq + (size_t)j * xrow;                                                       \
+				const float *s0 = xd + (size_t)j * kb;                                                          \
+				__m512 a0 = _mm512_setzero_ps();                                                                \
+				for (int b = 0; b < kp; b += 2) {                                                               \
+					__m512i wv = _mm512_loadu_si512((const void *)(w + b * Q8_BLOCK));                          \
+					a0 = _mm512_fmadd_ps(NAME##_scale(ws[b] * s0[b], ws[b + 1] * s0[b + 1]),                    \
+					                     _mm512_cvtepi32_ps(NAME##_pair(_mm512_abs_epi8(wv),                    \
+					                                                    _mm512_movepi8_mask(wv), x0 + b * Q8_BLOCK)), \
+					                     a0);                                                                   \
+				}                                                                                               \
+				float t = kp < kb ? NAME##_tail(w + kp * Q8_BLOCK, x0 + kp * Q8_BLOCK, ws[kp] * s0[kp]) : 0.0f; \
+				y[(size_t)j * ldy + r] = _mm512_reduce_add_ps(a0) + t + bv;                                     \
+			}                                                                                                   \
+		}                                                                                                       \
+	}
+
+#define DOT_BW(aw, sx) _mm512_madd_epi16(_mm512_maddubs_epi16(aw, sx), _mm512_set1_epi16(1))
+#define DOT_VNNI(aw, sx) _mm512_dpbusd_epi32(_mm512_setzero_si512(), aw, sx)
+
+AVX512_GEMM(gemm_avx512, "avx512f,avx512bw,avx512vl,avx2,fma", DOT_BW)
+AVX512_GEMM(gemm_avx512vnni, "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma", DOT_VNNI)
+
+int q8_compiled(int path) { return path >= Q8_PORTABLE && path <= Q8_AVX512VNNI; }
+
+void q8_gemm(int path, int r0, int r1, int kb, const int8_t *wq, const float *wd, int nx, const int8_t *xq,
+             const float *xd, const float *bias, float *y, int ldy) {
+	switch (path) {
+	case Q8_AVX2:
+		gemm_avx2(r0, r1, kb, wq, wd, nx, xq, xd, bias, y, ldy);
+		return;
+	case Q8_AVX512:
+		gemm_avx512(r0, r1, kb, wq, wd, nx, xq, xd, bias, y, ldy);
+		return;
+	case Q8_AVX512VNNI:
+		gemm_avx512vnni(r0, r1, kb, wq, wd, nx, xq, xd, bias, y, ldy);
+		return;
+	}
+	gemm_portable(r0, r1, kb, wq, wd, nx, xq, xd, bias, y, ldy);
+}
+
+#else
+
+int q8_compiled(int path) { return path == Q8_PORTABLE; }
+
+void q8_gemm(int path, int r0, int r1, int kb, const int8_t *wq, const float *wd, int nx, const int8_t *xq,
+             const float *xd, const float *bias, float *y, int ldy) {
+	(void)path;
+	gemm_portable(r0, r1, kb, wq, wd, nx, xq, xd, bias, y, ldy);
+}
+
+#endif
