@@ -36,6 +36,7 @@ type benchReport struct {
 	Model        string `json:"model"` // "0.6B" or "1.7B"
 	ModelType    string `json:"model_type"`
 	Threads      int    `json:"threads,omitempty"`
+	Precision    string `json:"precision,omitempty"` // CPU weights: f32 or int8
 	PromptRows   int    `json:"prompt_rows"`
 	Frames       int    `json:"frames"` // frames per run (CPU) or timed launches (CUDA)
 	Runs         int    `json:"runs"`
@@ -101,6 +102,7 @@ type streamsReport struct {
 
 type benchFlags struct {
 	dir, backend, text, voice       string
+	precision                       string
 	frames, runs, threads, rows     int
 	codecFrames, e2eFrames, e2eRuns int
 	streams, stability              int
@@ -118,6 +120,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	intFlagVar(fs, &f.frames, "frames", 16, 1, maxFrames, "", "CPU: frames per run; CUDA: timed launches per kind (x10)")
 	intFlagVar(fs, &f.runs, "runs", 2, 1, maxRuns, "", "CPU runs (the first is a warm-up when runs > 1)")
 	intFlagVar(fs, &f.threads, "threads", 0, 0, maxThreads, "all", "CPU threads (0 = all)")
+	fs.StringVar(&f.precision, "precision", "", "CPU weights: f32 (the reference) or int8 (default: "+string(cpu.DefaultPrecision)+")")
 	intFlagVar(fs, &f.rows, "prompt-rows", 40, 1, maxFrames, "", "prefill rows")
 	intFlagVar(fs, &f.codecFrames, "codec-frames", 10, 0, maxFrames, "skip", "frames for the codec benchmark (0 = skip)")
 	intFlagVar(fs, &f.e2eFrames, "e2e-frames", 0, 0, maxFrames, "skip", "frames per end-to-end run from text (0 = skip; 125 = a 10 s utterance)")
@@ -147,6 +150,9 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if f.frames < 2 || f.runs < 1 || f.rows < 1 || f.threads < 0 || f.streams < 0 || f.stability < 0 {
 		return usageErrorf("--frames must be >= 2, --runs and --prompt-rows >= 1, --threads, --streams and --stability >= 0")
 	}
+	if _, err := cpu.ParsePrecision(f.precision); err != nil {
+		return usageErrorf("--precision: %v", err)
+	}
 	if f.backend != engine.BackendCPU && f.backend != engine.BackendCUDA {
 		return usageErrorf("unknown backend %q (want cpu or cuda)", f.backend)
 	}
@@ -168,6 +174,10 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	if f.cloneOnly {
 		rep.Device, rep.Timer = fmt.Sprintf("CPU (%d threads)", runtime.GOMAXPROCS(0)), "wall"
 		return json.NewEncoder(stdout).Encode(rep)
+	}
+	if f.backend == engine.BackendCPU {
+		p, _ := cpu.ParsePrecision(f.precision)
+		rep.Precision = string(p)
 	}
 	if f.backend == engine.BackendCPU {
 		err = benchCPULM(m, f, rep)
@@ -198,7 +208,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 // benchCPULM times the CPU LM with wall clocks over whole Generate runs.
 func benchCPULM(m *model.Model, f benchFlags, rep *benchReport) error {
 	start := time.Now()
-	lm, err := cpu.New(m, cpu.Options{Threads: f.threads})
+	lm, err := cpu.New(m, cpu.Options{Threads: f.threads, Precision: cpu.Precision(f.precision)})
 	if err != nil {
 		return err
 	}
@@ -376,7 +386,7 @@ func synthesizeOnce(e *engine.Engine, f benchFlags, voice string, seed uint64) (
 }
 
 func openBenchEngine(f benchFlags) (*engine.Engine, string, error) {
-	e, err := engine.Open(context.Background(), f.dir, engine.Options{Backend: f.backend, Threads: f.threads})
+	e, err := engine.Open(context.Background(), f.dir, engine.Options{Backend: f.backend, Threads: f.threads, Precision: f.precision})
 	if err != nil {
 		return nil, "", err
 	}

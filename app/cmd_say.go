@@ -14,6 +14,7 @@ import (
 	"talkbox/engine/audioenc"
 	"talkbox/engine/backend"
 	"talkbox/engine/codesfile"
+	"talkbox/engine/cpu"
 	"talkbox/engine/model"
 	"talkbox/engine/sample"
 	"talkbox/engine/wav"
@@ -44,6 +45,7 @@ func runSay(args []string, stdout, stderr io.Writer) error {
 	wavFormat := fs.String("wav-format", "s16", "WAV sample format: s16 or f32")
 	backendName := fs.String("backend", engine.BackendAuto, "auto, cpu or cuda")
 	threads := intFlag(fs, "threads", 0, 0, maxThreads, "all", "CPU threads (0 = all)")
+	precision := fs.String("precision", "", "CPU weights: f32 (the reference) or int8 (default: "+string(cpu.DefaultPrecision)+")")
 	officialRegex := fs.Bool("official-regex", false, "tokenize with the official loader's split regex")
 	chunkFrames := intFlag(fs, "chunk-frames", 4, 1, 1024, "", "frames per PCM chunk after the first")
 	whole := fs.Bool("whole", false, "send the text as one request instead of sentence by sentence (at most "+fmt.Sprint(engine.MaxTextRunes)+" characters; comparisons with the official implementation)")
@@ -57,6 +59,9 @@ func runSay(args []string, stdout, stderr io.Writer) error {
 	}
 	if *out == "" && *codesOut == "" {
 		return usageErrorf("nothing to write: give --out FILE (.wav, .flac, .ogg) and/or --codes-out FILE.json")
+	}
+	if _, err := cpu.ParsePrecision(*precision); err != nil {
+		return usageErrorf("--precision: %v", err)
 	}
 	job := export.Job{Path: *out}
 	if *out != "" {
@@ -95,7 +100,7 @@ func runSay(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	e, err := engine.Open(ctx, dir, engine.Options{Backend: *backendName, Threads: *threads, OfficialRegex: *officialRegex})
+	e, err := engine.Open(ctx, dir, engine.Options{Backend: *backendName, Threads: *threads, Precision: *precision, OfficialRegex: *officialRegex})
 	if err != nil {
 		return err
 	}

@@ -37,9 +37,12 @@ const (
 
 // Options configure Open.
 type Options struct {
-	Backend       string // auto (default), cpu or cuda
-	Threads       int    // CPU threads; 0 = all
-	OfficialRegex bool   // tokenize with the official loader's split regex
+	Backend string // auto (default), cpu or cuda
+	Threads int    // CPU threads; 0 = all
+	// Precision of the CPU engine's weights: "f32" (the exact reference) or
+	// "int8"; "" is cpu.DefaultPrecision. The GPU engine ignores it.
+	Precision     string
+	OfficialRegex bool // tokenize with the official loader's split regex
 	Logger        *slog.Logger
 }
 
@@ -217,10 +220,10 @@ func openLM(m *model.Model, o Options, log *slog.Logger) (lm backend.LM, gpuNote
 			return lm, "", nil
 		}
 		log.Info("GPU backend unavailable, using the CPU", "reason", err)
-		lm, cerr := cpu.New(m, cpu.Options{Threads: o.Threads})
+		lm, cerr := cpu.New(m, cpu.Options{Threads: o.Threads, Precision: cpu.Precision(o.Precision)})
 		return lm, GPUReason(err), cerr
 	case BackendCPU:
-		lm, err := cpu.New(m, cpu.Options{Threads: o.Threads})
+		lm, err := cpu.New(m, cpu.Options{Threads: o.Threads, Precision: cpu.Precision(o.Precision)})
 		return lm, "", err
 	case BackendCUDA:
 		lm, err := cuda.New(m, gpu)

@@ -39,7 +39,7 @@ func TestSynthesizeMatchesGoldenEndToEnd(t *testing.T) {
 	for _, name := range []string{"cv_en_ryan_nonstream", "cv_zh_vivian_stream", "cv_auto_eric_dialect_nonstream"} {
 		t.Run(name, func(t *testing.T) {
 			c := golden.OpenCase(t, name)
-			e, err := Open(context.Background(), c.Checkpoint, Options{Backend: BackendCPU, OfficialRegex: true})
+			e, err := Open(context.Background(), c.Checkpoint, Options{Backend: BackendCPU, Precision: "f32", OfficialRegex: true})
 			if err != nil {
 				t.Fatal(err)
 			}

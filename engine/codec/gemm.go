@@ -2,7 +2,8 @@ package codec
 
 import (
 	"runtime"
-	"sync"
+
+	"talkbox/engine/cores"
 )
 
 // gemmNT computes out[m*N+n] = bias[n] + Σ_k a[m*K+k]·w[n*K+k] for an M×K
@@ -37,28 +38,15 @@ func gemmNT(out, a, w, bias []float32, M, N, K int) {
 		gemmTile(out, a, w, bias, M, N, K, 0, M, 0, N)
 		return
 	}
-	var wg sync.WaitGroup
-	// Split the larger dimension into aligned, contiguous ranges: N when the
-	// weights are the bigger operand (each worker streams its own weight rows
-	// once), M otherwise.
+	// Split the larger dimension into aligned, contiguous ranges on the
+	// cores the LM leaves free (engine/cores): N when the weights are the
+	// bigger operand (each worker streams its own weight rows once), M
+	// otherwise.
 	if N >= M || M < 4*workers {
-		step := (N + workers - 1) / workers
-		step = (step + 3) &^ 3
-		for n0 := 0; n0 < N; n0 += step {
-			n1 := min(n0+step, N)
-			wg.Add(1)
-			go func() { defer wg.Done(); gemmTile(out, a, w, bias, M, N, K, 0, M, n0, n1) }()
-		}
+		cores.For(N, 4, workers, func(n0, n1 int) { gemmTile(out, a, w, bias, M, N, K, 0, M, n0, n1) })
 	} else {
-		step := (M + workers - 1) / workers
-		step = (step + 3) &^ 3
-		for m0 := 0; m0 < M; m0 += step {
-			m1 := min(m0+step, M)
-			wg.Add(1)
-			go func() { defer wg.Done(); gemmTile(out, a, w, bias, M, N, K, m0, m1, 0, N) }()
-		}
+		cores.For(M, 4, workers, func(m0, m1 int) { gemmTile(out, a, w, bias, M, N, K, m0, m1, 0, N) })
 	}
-	wg.Wait()
 }
 
 // parallelMinMACs is the smallest product worth splitting across goroutines:

@@ -3,28 +3,23 @@ package codec
 import (
 	"math"
 	"runtime"
-	"sync"
+
+	snakec "talkbox/engine/codec/snake"
+	"talkbox/engine/cores"
 )
 
 func expf(x float32) float32 { return float32(math.Exp(float64(x))) }
 
-// parallelRows runs fn over [0,T) split into contiguous ranges, one per CPU,
-// when the work (T·width) is large enough to pay for goroutines.
+// parallelRows runs fn over [0,T) split into contiguous ranges on the cores
+// the LM leaves free (engine/cores), when the work (T·width) is large enough
+// to pay for goroutines.
 func parallelRows(T, width int, fn func(t0, t1 int)) {
 	p := runtime.GOMAXPROCS(0)
 	if p <= 1 || T < 2 || T*width < 1<<14 {
 		fn(0, T)
 		return
 	}
-	p = min(p, T, 16)
-	var wg sync.WaitGroup
-	step := (T + p - 1) / p
-	for t0 := 0; t0 < T; t0 += step {
-		t1 := min(t0+step, T)
-		wg.Add(1)
-		go func() { defer wg.Done(); fn(t0, t1) }()
-	}
-	wg.Wait()
+	cores.For(T, 1, min(p, 16), fn)
 }
 
 // apply runs a linear layer on T time-major rows.
@@ -93,6 +88,10 @@ func (s *snake) apply(x []float32, T int) []float32 {
 	C := len(s.a)
 	y := make([]float32, len(x))
 	parallelRows(T, C, func(t0, t1 int) {
+		if snakec.Available {
+			snakec.Rows(x, y, s.a, s.ib, t0, t1, C)
+			return
+		}
 		for t := t0; t < t1; t++ {
 			row := x[t*C : (t+1)*C]
 			out := y[t*C : (t+1)*C]

@@ -19,7 +19,7 @@ func TestPureGoEngineMatchesGolden(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		lm, err := New(mdl, Options{Threads: 2, pureGo: true})
+		lm, err := New(mdl, Options{Threads: 2, Precision: F32, pureGo: true})
 		mdl.Close()
 		if err != nil {
 			t.Fatal(err)

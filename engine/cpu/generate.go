@@ -96,7 +96,7 @@ func (lm *LM) Generate(ctx context.Context, p backend.Prompt, opt backend.Genera
 // codec head to get the group-0 logits.
 func (lm *LM) talkerHead(x, h, logits []float32) {
 	rmsNorm(h, x[:lm.spec.Hidden], lm.talker.norm, lm.talker.eps)
-	lm.k.MatVec(lm.codecHead, nil, h, logits)
+	lm.k.mul(lm.codecHead, nil, h, 1, logits)
 }
 
 // pickGroup0 applies the official processors (repetition penalty over the set

@@ -29,7 +29,7 @@ func goldenLM(t *testing.T, dir string) *LM {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	lm, err := New(m, Options{Threads: 2})
+	lm, err := New(m, Options{Threads: 2, Precision: F32})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func TestBackendSuite(t *testing.T) {
 	backendtest.LMSuite{
 		Shared: func(t *testing.T, dir string) backend.LM { return goldenLM(t, dir) },
 		Fresh: func(t *testing.T, m *model.Model) backend.LM {
-			lm, err := New(m, Options{Threads: 1})
+			lm, err := New(m, Options{Threads: 1, Precision: F32})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -14,6 +14,7 @@ import (
 	"talkbox/engine/backend"
 	"talkbox/engine/linalg"
 	"talkbox/engine/model"
+	"talkbox/engine/qkernels"
 	"talkbox/engine/sample"
 )
 
@@ -26,6 +27,8 @@ type Options struct {
 	// MaxPositions bounds the KV cache (prefill + frames); 0 means
 	// backend.Positions' default. The cache grows as it is used.
 	MaxPositions int
+	// Precision of the weight matrices; "" = DefaultPrecision (int8).
+	Precision Precision
 	// pureGo forces the Go kernels (tests compare them with OpenBLAS).
 	pureGo bool
 }
@@ -33,18 +36,19 @@ type Options struct {
 // LM is the CPU language model. Generate calls are serialised.
 type LM struct {
 	mu      sync.Mutex
-	k       linalg.Kernels
+	k       prods
 	threads int
+	prec    Precision
 
 	spec backend.Spec // limits, group-0 rules and the default frame cap
 
 	talker     *stack
 	codecEmb   *linalg.Matrix // talker codec embedding C, [vocab, H]
-	codecHead  *linalg.Matrix // [vocab, H]
+	codecHead  *weight        // [vocab, H]
 	cp         *stack
 	cpEmb      [numPredicted]*linalg.Matrix // E_{g+1}, [cpVocab, H]
-	lmHead     [numPredicted]*linalg.Matrix // [cpVocab, cpHidden]
-	cpProj     *linalg.Matrix               // small_to_mtp_projection; nil = identity (0.6B)
+	lmHead     [numPredicted]*weight        // [cpVocab, cpHidden]
+	cpProj     *weight                      // small_to_mtp_projection; nil = identity (0.6B)
 	cpProjBias []float32
 
 	talkerCache, cpCache *kvCache
@@ -74,11 +78,20 @@ func New(m *model.Model, opt Options) (*LM, error) {
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}
-	lm := &LM{threads: threads, spec: spec}
+	prec, err := ParsePrecision(string(opt.Precision))
+	if err != nil {
+		return nil, err
+	}
+	lm := &LM{threads: threads, spec: spec, prec: prec}
 	if opt.pureGo {
-		lm.k = linalg.NewGo(threads)
+		lm.k.f = linalg.NewGo(threads)
 	} else {
-		lm.k = linalg.New(threads)
+		lm.k.f = linalg.New(threads)
+	}
+	if prec == Int8 {
+		if lm.k.q, err = qkernels.New(qkernels.Best(), threads); err != nil {
+			return nil, err
+		}
 	}
 	if err := lm.loadWeights(m); err != nil {
 		return nil, err
@@ -91,7 +104,7 @@ func New(m *model.Model, opt Options) (*LM, error) {
 
 // Device describes where the engine runs.
 func (lm *LM) Device() string {
-	return fmt.Sprintf("CPU (%d threads, %s)", lm.threads, lm.k.Name())
+	return fmt.Sprintf("CPU (%d threads, %s)", lm.threads, lm.k.name())
 }
 
 // Spec is the checkpoint's limits and rules the LM runs with.
@@ -102,7 +115,7 @@ func (lm *LM) Close() error {
 	lm.mu.Lock()
 	defer lm.mu.Unlock()
 	lm.talker, lm.cp, lm.codecEmb, lm.codecHead, lm.cpProj = nil, nil, nil, nil, nil
-	lm.cpEmb, lm.lmHead = [numPredicted]*linalg.Matrix{}, [numPredicted]*linalg.Matrix{}
+	lm.cpEmb, lm.lmHead = [numPredicted]*linalg.Matrix{}, [numPredicted]*weight{}
 	return nil
 }
 

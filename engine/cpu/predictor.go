@@ -29,7 +29,7 @@ func (lm *LM) predict(ctx context.Context, h []float32, codes *backend.Codes, s 
 			return err
 		}
 		rmsNorm(normed, x[(n-1)*D:n*D], cp.norm, cp.eps)
-		lm.k.MatVec(lm.lmHead[g-1], nil, normed, logits)
+		lm.k.mul(lm.lmHead[g-1], nil, normed, 1, logits)
 		if opt.OnLogits != nil {
 			opt.OnLogits(backend.LogitsEvent{Frame: s, Group: g, Logits: append([]float32(nil), logits...)})
 		}
@@ -60,5 +60,5 @@ func (lm *LM) project(dst, v []float32) {
 		copy(dst, v)
 		return
 	}
-	lm.k.MatVec(lm.cpProj, lm.cpProjBias, v, dst)
+	lm.k.mul(lm.cpProj, lm.cpProjBias, v, 1, dst)
 }

@@ -11,11 +11,11 @@ import (
 // matrices at load so each needs one product per step.
 type layer struct {
 	inNorm, postNorm []float32
-	qkv              *linalg.Matrix // rows: q (heads·hd), k (kv·hd), v (kv·hd)
-	o                *linalg.Matrix
+	qkv              *weight // rows: q (heads·hd), k (kv·hd), v (kv·hd)
+	o                *weight
 	qNorm, kNorm     []float32
-	gateUp           *linalg.Matrix // rows: gate (inter), up (inter)
-	down             *linalg.Matrix
+	gateUp           *weight // rows: gate (inter), up (inter)
+	down             *weight
 }
 
 // stack is a decoder transformer (the talker or the code predictor).
@@ -58,7 +58,7 @@ type workspace struct {
 // the last layer's output, before the final norm) at positions
 // cache.n .. cache.n+n-1, appending their keys and values to cache. It checks
 // ctx between layers so a long prefill stops promptly.
-func (s *stack) forward(ctx context.Context, k linalg.Kernels, x []float32, n int, cache *kvCache, ws *workspace) error {
+func (s *stack) forward(ctx context.Context, k prods, x []float32, n int, cache *kvCache, ws *workspace) error {
 	pos0 := cache.n
 	s.rope.ensure(pos0 + n)
 	H, qd, kvd := s.hidden, s.qDim(), s.kvDim()
@@ -76,7 +76,7 @@ func (s *stack) forward(ctx context.Context, k linalg.Kernels, x []float32, n in
 		}
 		L := &s.layers[li]
 		rmsNormRows(ws.h, x, L.inNorm, n, s.eps)
-		k.MatMul(L.qkv, nil, ws.h, n, ws.qkv)
+		k.mul(L.qkv, nil, ws.h, n, ws.qkv)
 		for i := 0; i < n; i++ {
 			row := ws.qkv[i*width : (i+1)*width]
 			for hh := 0; hh < s.heads; hh++ {
@@ -94,11 +94,11 @@ func (s *stack) forward(ctx context.Context, k linalg.Kernels, x []float32, n in
 			cache.v[li] = append(cache.v[li], row[qd+kvd:width]...)
 		}
 		s.attention(ws, cache.k[li], cache.v[li], n, pos0, width)
-		k.MatMul(L.o, nil, ws.attn, n, ws.tmp)
+		k.mul(L.o, nil, ws.attn, n, ws.tmp)
 		addInto(x[:n*H], ws.tmp[:n*H])
 
 		rmsNormRows(ws.h, x, L.postNorm, n, s.eps)
-		k.MatMul(L.gateUp, nil, ws.h, n, ws.gu)
+		k.mul(L.gateUp, nil, ws.h, n, ws.gu)
 		I := s.inter
 		for i := 0; i < n; i++ {
 			g := ws.gu[i*2*I : i*2*I+I]
@@ -108,7 +108,7 @@ func (s *stack) forward(ctx context.Context, k linalg.Kernels, x []float32, n in
 				a[j] = silu(g[j]) * u[j]
 			}
 		}
-		k.MatMul(L.down, nil, ws.act, n, ws.tmp)
+		k.mul(L.down, nil, ws.act, n, ws.tmp)
 		addInto(x[:n*H], ws.tmp[:n*H])
 	}
 	cache.n = pos0 + n

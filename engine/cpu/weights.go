@@ -5,6 +5,7 @@ import (
 
 	"talkbox/engine/linalg"
 	"talkbox/engine/model"
+	"talkbox/engine/qkernels"
 	"talkbox/engine/safetensors"
 )
 
@@ -15,7 +16,21 @@ import (
 type loader struct {
 	f       *safetensors.File
 	threads int
+	prec    Precision
 	err     error
+}
+
+// weight wraps a converted matrix in the loader's precision: under Int8 it
+// is quantized and the float32 copy dropped, so at most one matrix is held
+// in float32 at a time.
+func (l *loader) weight(m *linalg.Matrix) *weight {
+	if m == nil {
+		return nil
+	}
+	if l.prec == Int8 {
+		return &weight{q: qkernels.Quantize(m.W, m.Rows, m.Cols, l.threads)}
+	}
+	return &weight{f: m}
 }
 
 // vec reads a tensor and checks its element count.
@@ -109,12 +124,12 @@ func (l *loader) stack(prefix string, d stackDims) *stack {
 		s.layers = append(s.layers, layer{
 			inNorm:   l.vec(p+model.LayerInputNorm, d.hidden),
 			postNorm: l.vec(p+model.LayerPostNorm, d.hidden),
-			qkv:      l.fused(d.hidden, []string{p + model.LayerQ, p + model.LayerK, p + model.LayerV}, []int{qd, kvd, kvd}),
-			o:        l.mat(p+model.LayerO, d.hidden, qd),
+			qkv:      l.weight(l.fused(d.hidden, []string{p + model.LayerQ, p + model.LayerK, p + model.LayerV}, []int{qd, kvd, kvd})),
+			o:        l.weight(l.mat(p+model.LayerO, d.hidden, qd)),
 			qNorm:    l.vec(p+model.LayerQNorm, d.headDim),
 			kNorm:    l.vec(p+model.LayerKNorm, d.headDim),
-			gateUp:   l.fused(d.hidden, []string{p + model.LayerGate, p + model.LayerUp}, []int{d.inter, d.inter}),
-			down:     l.mat(p+model.LayerDown, d.hidden, d.inter),
+			gateUp:   l.weight(l.fused(d.hidden, []string{p + model.LayerGate, p + model.LayerUp}, []int{d.inter, d.inter})),
+			down:     l.weight(l.mat(p+model.LayerDown, d.hidden, d.inter)),
 		})
 	}
 	s.norm = l.vec(model.StackNorm(prefix), d.hidden)
@@ -127,21 +142,21 @@ func (l *loader) stack(prefix string, d stackDims) *stack {
 func (lm *LM) loadWeights(m *model.Model) error {
 	t := m.Config.Talker
 	cp := t.CodePredictor
-	l := &loader{f: m.LM, threads: lm.threads}
+	l := &loader{f: m.LM, threads: lm.threads, prec: lm.prec}
 	lm.talker = l.stack(model.TalkerStack, stackDims{hidden: t.HiddenSize, inter: t.IntermediateSize, layers: t.NumHiddenLayers,
 		heads: t.NumAttentionHeads, kvHeads: t.NumKeyValueHeads, headDim: t.HeadDim, eps: t.RMSNormEps, theta: t.RopeTheta})
 	lm.codecEmb = l.mat(model.TensorCodecEmbedding, t.VocabSize, t.HiddenSize)
-	lm.codecHead = l.mat(model.TensorCodecHead, t.VocabSize, t.HiddenSize)
+	lm.codecHead = l.weight(l.mat(model.TensorCodecHead, t.VocabSize, t.HiddenSize))
 	lm.cp = l.stack(model.PredictorStack, stackDims{hidden: cp.HiddenSize, inter: cp.IntermediateSize,
 		layers: cp.NumHiddenLayers, heads: cp.NumAttentionHeads, kvHeads: cp.NumKeyValueHeads, headDim: cp.HeadDim,
 		eps: cp.RMSNormEps, theta: cp.RopeTheta})
 	for g := 0; g < numPredicted; g++ {
 		lm.cpEmb[g] = l.mat(model.PredictorEmbedding(g), cp.VocabSize, t.HiddenSize)
-		lm.lmHead[g] = l.mat(model.PredictorHead(g), cp.VocabSize, cp.HiddenSize)
+		lm.lmHead[g] = l.weight(l.mat(model.PredictorHead(g), cp.VocabSize, cp.HiddenSize))
 	}
 	if cp.HiddenSize != t.HiddenSize {
 		// 1.7B layout: talker-width rows enter the predictor through a Linear.
-		lm.cpProj = l.mat(model.TensorMTPProj, cp.HiddenSize, t.HiddenSize)
+		lm.cpProj = l.weight(l.mat(model.TensorMTPProj, cp.HiddenSize, t.HiddenSize))
 		lm.cpProjBias = l.vec(model.TensorMTPProjBias, cp.HiddenSize)
 	}
 	return l.err

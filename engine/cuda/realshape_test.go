@@ -83,7 +83,7 @@ func TestRealShapesAgainstCPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer gpu.Close()
-	ref, err := cpu.New(m, cpu.Options{})
+	ref, err := cpu.New(m, cpu.Options{Precision: cpu.F32})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,10 +76,19 @@ AVX2_TARGET static inline __m256i dot_block256(__m256i aw, __m256i wv, const int
 	return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
 }
 
-// Each weight block is loaded once and used for four activation rows.
+// lane broadcasts lane i of v to all eight lanes (one permute, instead of a
+// scalar load, multiply and broadcast per block).
+AVX2_TARGET static inline __m256 lane(__m256 v, int i) {
+	return _mm256_permutevar8x32_ps(v, _mm256_set1_epi32(i));
+}
+
+// Each weight block is loaded once and used for four activation rows. The
+// blocks' combined scales are formed eight at a time with one vector
+// multiply (kb8 blocks), the rest one by one.
 AVX2_TARGET static void gemm_avx2(int r0, int r1, int kb, const int8_t *wq, const float *wd, int nx,
                                   const int8_t *xq, const float *xd, const float *bias, float *y, int ldy) {
 	size_t xrow = (size_t)kb * Q8_BLOCK;
+	int kb8 = kb & ~7;
 	for (int r = r0; r < r1; r++) {
 		const int8_t *w = wq + (size_t)r * xrow;
 		const float *ws = wd + (size_t)r * kb;
@@ -89,7 +98,24 @@ AVX2_TARGET static void gemm_avx2(int r0, int r1, int kb, const int8_t *wq, cons
 			const int8_t *x0 = xq + (size_t)j * xrow;
 			const float *s0 = xd + (size_t)j * kb;
 			__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-			for (int b = 0; b < kb; b++) {
+			for (int b8 = 0; b8 < kb8; b8 += 8) {
+				__m256 sw = _mm256_loadu_ps(ws + b8);
+				__m256 c0 = _mm256_mul_ps(sw, _mm256_loadu_ps(s0 + b8));
+				__m256 c1 = _mm256_mul_ps(sw, _mm256_loadu_ps(s0 + kb + b8));
+				__m256 c2 = _mm256_mul_ps(sw, _mm256_loadu_ps(s0 + 2 * kb + b8));
+				__m256 c3 = _mm256_mul_ps(sw, _mm256_loadu_ps(s0 + 3 * kb + b8));
+				for (int i = 0; i < 8; i++) {
+					int b = b8 + i;
+					__m256i wv = _mm256_loadu_si256((const __m256i *)(w + b * Q8_BLOCK));
+					__m256i aw = _mm256_sign_epi8(wv, wv);
+					const int8_t *xb = x0 + b * Q8_BLOCK;
+					a0 = _mm256_fmadd_ps(lane(c0, i), _mm256_cvtepi32_ps(dot_block256(aw, wv, xb)), a0);
+					a1 = _mm256_fmadd_ps(lane(c1, i), _mm256_cvtepi32_ps(dot_block256(aw, wv, xb + xrow)), a1);
+					a2 = _mm256_fmadd_ps(lane(c2, i), _mm256_cvtepi32_ps(dot_block256(aw, wv, xb + 2 * xrow)), a2);
+					a3 = _mm256_fmadd_ps(lane(c3, i), _mm256_cvtepi32_ps(dot_block256(aw, wv, xb + 3 * xrow)), a3);
+				}
+			}
+			for (int b = kb8; b < kb; b++) {
 				__m256i wv = _mm256_loadu_si256((const __m256i *)(w + b * Q8_BLOCK));
 				__m256i aw = _mm256_sign_epi8(wv, wv);
 				float sw = ws[b];
@@ -107,18 +133,20 @@ AVX2_TARGET static void gemm_avx2(int r0, int r1, int kb, const int8_t *wq, cons
 		for (; j < nx; j++) {
 			const int8_t *x0 = xq + (size_t)j * xrow;
 			const float *s0 = xd + (size_t)j * kb;
+			// Two accumulators so the fma chain is not latency bound.
 			__m256 a0 = _mm256_setzero_ps(), a1 = a0;
-			int b = 0;
-			// Two independent accumulators so the fma chain is not latency bound.
-			for (; b + 2 <= kb; b += 2) {
-				__m256i wv = _mm256_loadu_si256((const __m256i *)(w + b * Q8_BLOCK));
-				__m256i wv1 = _mm256_loadu_si256((const __m256i *)(w + (b + 1) * Q8_BLOCK));
-				a0 = _mm256_fmadd_ps(_mm256_set1_ps(ws[b] * s0[b]),
-				                     _mm256_cvtepi32_ps(dot_block256(_mm256_sign_epi8(wv, wv), wv, x0 + b * Q8_BLOCK)), a0);
-				a1 = _mm256_fmadd_ps(_mm256_set1_ps(ws[b + 1] * s0[b + 1]),
-				                     _mm256_cvtepi32_ps(dot_block256(_mm256_sign_epi8(wv1, wv1), wv1, x0 + (b + 1) * Q8_BLOCK)), a1);
+			for (int b8 = 0; b8 < kb8; b8 += 8) {
+				__m256 c = _mm256_mul_ps(_mm256_loadu_ps(ws + b8), _mm256_loadu_ps(s0 + b8));
+				for (int i = 0; i < 8; i += 2) {
+					const int8_t *wb = w + (b8 + i) * Q8_BLOCK, *xb = x0 + (b8 + i) * Q8_BLOCK;
+					__m256i wv = _mm256_loadu_si256((const __m256i *)wb);
+					__m256i wv1 = _mm256_loadu_si256((const __m256i *)(wb + Q8_BLOCK));
+					a0 = _mm256_fmadd_ps(lane(c, i), _mm256_cvtepi32_ps(dot_block256(_mm256_sign_epi8(wv, wv), wv, xb)), a0);
+					a1 = _mm256_fmadd_ps(lane(c, i + 1),
+					                     _mm256_cvtepi32_ps(dot_block256(_mm256_sign_epi8(wv1, wv1), wv1, xb + Q8_BLOCK)), a1);
+				}
 			}
-			for (; b < kb; b++) {
+			for (int b = kb8; b < kb; b++) {
 				__m256i wv = _mm256_loadu_si256((const __m256i *)(w + b * Q8_BLOCK));
 				a0 = _mm256_fmadd_ps(_mm256_set1_ps(ws[b] * s0[b]),
 				                     _mm256_cvtepi32_ps(dot_block256(_mm256_sign_epi8(wv, wv), wv, x0 + b * Q8_BLOCK)), a0);

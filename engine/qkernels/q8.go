@@ -15,9 +15,11 @@ import "C"
 
 import (
 	"fmt"
+
 	"os"
 	"runtime"
 	"sync"
+	"talkbox/engine/cores"
 	"unsafe"
 )
 
@@ -208,26 +210,11 @@ func (k *Kernels) MatMul(m *Matrix, b, x []float32, n int, y []float32) {
 // MatVec is MatMul with one input row.
 func (k *Kernels) MatVec(m *Matrix, b, x, y []float32) { k.MatMul(m, b, x, 1, y) }
 
-// parallel runs fn over [0, rows) in at most threads bands of whole 16-row
-// groups; work is the job's size in multiply-adds, and jobs too small to pay
-// for a goroutine stay on the caller's.
+// parallel runs fn over [0, rows) in bands of whole 16-row groups on at most
+// threads goroutines, sharing the cores with the codec (engine/cores); work
+// is the job's size in multiply-adds, and jobs too small to pay for a
+// goroutine stay on the caller's.
 func parallel(threads, rows, work int, fn func(lo, hi int)) {
 	const minWork = 1 << 16
-	t := min(threads, (rows+15)/16, max(1, work/minWork))
-	if t <= 1 {
-		fn(0, rows)
-		return
-	}
-	band := ((rows+t-1)/t + 15) &^ 15
-	var wg sync.WaitGroup
-	for lo := band; lo < rows; lo += band {
-		hi := min(lo+band, rows)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			fn(lo, hi)
-		}()
-	}
-	fn(0, min(band, rows))
-	wg.Wait()
+	cores.For(rows, 16, min(threads, max(1, work/minWork)), fn)
 }

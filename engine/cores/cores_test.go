@@ -1,0 +1,73 @@
+package cores
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// TestForCoversEachIndexOnce: every index is run exactly once, in chunks
+// aligned as asked, whatever the sizes.
+func TestForCoversEachIndexOnce(t *testing.T) {
+	for _, n := range []int{1, 5, 16, 17, 100, 1000} {
+		for _, workers := range []int{1, 2, 3, 8} {
+			seen := make([]int32, n)
+			For(n, 4, workers, func(lo, hi int) {
+				if lo%4 != 0 {
+					t.Errorf("n=%d: chunk starts at %d, not a multiple of 4", n, lo)
+				}
+				for i := lo; i < hi; i++ {
+					atomic.AddInt32(&seen[i], 1)
+				}
+			})
+			for i, s := range seen {
+				if s != 1 {
+					t.Fatalf("n=%d workers=%d: index %d ran %d times", n, workers, i, s)
+				}
+			}
+		}
+	}
+	if b := busy.Load(); b != 0 {
+		t.Errorf("busy = %d after the loops", b)
+	}
+}
+
+// TestLimitBoundsConcurrentWork: two loops side by side never have more than
+// Limit goroutines computing at once, and each still finishes.
+func TestLimitBoundsConcurrentWork(t *testing.T) {
+	old := SetLimit(3)
+	defer SetLimit(old)
+	var running, peak atomic.Int32
+	body := func(lo, hi int) {
+		r := running.Add(1)
+		for {
+			p := peak.Load()
+			if r <= p || peak.CompareAndSwap(p, r) {
+				break
+			}
+		}
+		s := 0
+		for i := 0; i < 200000; i++ {
+			s += i ^ lo
+		}
+		_ = s
+		running.Add(-1)
+	}
+	var wg sync.WaitGroup
+	for g := 0; g < 2; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for rep := 0; rep < 20; rep++ {
+				For(64, 1, 8, body)
+			}
+		}()
+	}
+	wg.Wait()
+	if p := peak.Load(); p > 3 {
+		t.Errorf("%d goroutines computed at once, limit 3", p)
+	}
+	if Limit() != 3 {
+		t.Errorf("Limit() = %d", Limit())
+	}
+}
