@@ -24,7 +24,7 @@ func TestSayWritesGoldenWaveform(t *testing.T) {
 	text, _ := c.Input("text")
 	var stdout, stderr bytes.Buffer
 	code := run([]string{"say", "--model", c.Checkpoint, "--voice", "Ryan", "--lang", "English", "--streaming-text=false",
-		"--greedy", "--frames", "16", "--official-regex", "--whole", "--backend", "cpu", "--wav-format", "f32",
+		"--greedy", "--frames", "16", "--official-regex", "--whole", "--backend", "cpu", "--precision", "f32", "--wav-format", "f32",
 		"--out", out, "--codes-out", codesOut, text.(string)}, &stdout, &stderr)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())

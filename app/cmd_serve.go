@@ -16,6 +16,7 @@ import (
 	"talkbox/app/hub"
 	"talkbox/app/server"
 	"talkbox/engine"
+	"talkbox/engine/cpu"
 )
 
 func init() {
@@ -34,6 +35,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	drain := fs.Duration("drain", server.DefaultDrainTimeout, "on SIGINT/SIGTERM, time in-flight streams get to finish")
 	backendName := fs.String("backend", engine.BackendAuto, "auto, cpu or cuda")
 	threads := fs.Int("threads", 0, "CPU threads (0 = all)")
+	precision := fs.String("precision", "", "CPU weights: f32 (the reference) or int8 (default: "+string(cpu.DefaultPrecision)+")")
 	verbose := fs.Bool("v", false, "log every request problem")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -46,6 +48,9 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	}
 	if err := server.CheckListen(*listen, *token); err != nil {
 		return usageErrorf("%v", err)
+	}
+	if _, err := cpu.ParsePrecision(*precision); err != nil {
+		return usageErrorf("--precision: %v", err)
 	}
 	if *queue < 0 {
 		return usageErrorf("--queue %d: want 0 or more", *queue)
@@ -60,7 +65,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	e, err := engine.Open(context.Background(), dir, engine.Options{Backend: *backendName, Threads: *threads, Logger: log})
+	e, err := engine.Open(context.Background(), dir, engine.Options{Backend: *backendName, Threads: *threads, Precision: *precision, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -75,7 +75,7 @@ func TestVoiceAddThenSay(t *testing.T) {
 			stdout.Reset()
 			stderr.Reset()
 			code := run([]string{"say", "--model", c.Checkpoint, "--voice", strings.ToUpper(tc.voice), "--lang", lang.(string),
-				"--greedy", "--frames", "16", "--official-regex", "--backend", "cpu", "--wav-format", "f32",
+				"--greedy", "--frames", "16", "--official-regex", "--backend", "cpu", "--precision", "f32", "--wav-format", "f32",
 				"--out", out, "--codes-out", codesOut, text.(string)}, &stdout, &stderr)
 			if code != 0 {
 				t.Fatalf("say --voice: exit %d: %s", code, stderr.String())
