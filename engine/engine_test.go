@@ -193,7 +193,7 @@ func TestBackendSelectionWithoutGPU(t *testing.T) {
 // clone, Synthesize derives the voice's data and gives the official codes.
 func TestClonedVoiceRequests(t *testing.T) {
 	c := golden.OpenCase(t, "base_xvec_en_stream")
-	e, err := Open(context.Background(), c.Checkpoint, Options{Backend: BackendCPU, OfficialRegex: true})
+	e, err := Open(context.Background(), c.Checkpoint, Options{Backend: BackendCPU, Precision: "f32", OfficialRegex: true})
 	if err != nil {
 		t.Fatal(err)
 	}
