@@ -193,6 +193,8 @@ func (u *UI) Speak() {
 	u.cur = utt
 	u.current.Store(utt)
 	u.stopBtn.Enable()
+	u.showPaused(false)
+	u.pauseBtn.Enable()
 	u.panel.reset()
 	if p := utt.Prebuffer(); p > 0 {
 		u.setStatus(fmt.Sprintf("Speaking (holding %s of audio first: last RTF %.2f)…", formatSeconds(p), u.lastRTF))
@@ -254,6 +256,8 @@ func (u *UI) finish(utt *speech.Utterance) {
 	u.cur = nil
 	u.current.Store(nil)
 	u.stopBtn.Disable()
+	u.showPaused(false)
+	u.pauseBtn.Disable()
 	u.panel.show(f)
 	if !end.Stopped && f.RTF > 0 {
 		u.lastRTF = f.RTF

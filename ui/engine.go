@@ -42,6 +42,11 @@ type Engine interface {
 type Player interface {
 	speech.Player
 	Stop()
+	// Pause holds playback where it is and Resume goes on from the next
+	// sample; Stop ends a pause.
+	Pause()
+	Resume()
+	Paused() bool
 	Live() audio.Live
 	NoDevice() bool
 }

@@ -18,9 +18,17 @@ func isSpeakShortcut(s fyne.Shortcut) bool {
 	return ok && cs.Modifier == fyne.KeyModifierControl && (cs.KeyName == fyne.KeyReturn || cs.KeyName == fyne.KeyEnter)
 }
 
-// speakEntry is the multi-line text box. A focused widget receives the
-// shortcuts instead of the canvas, so the box itself turns Ctrl+Enter into
-// Speak and Esc into Stop.
+// isCtrlTab is Ctrl+Tab, which types a tab into the text box (Tab itself
+// moves the focus).
+func isCtrlTab(s fyne.Shortcut) bool {
+	cs, ok := s.(*desktop.CustomShortcut)
+	return ok && cs.Modifier == fyne.KeyModifierControl && cs.KeyName == fyne.KeyTab
+}
+
+// speakEntry is a text field of the window (the multi-line text box and
+// the one-line style field). A focused widget receives the shortcuts
+// instead of the canvas, so the field itself turns Ctrl+Enter into Speak
+// and Esc into Stop.
 type speakEntry struct {
 	widget.Entry
 	onSpeak, onStop func()
@@ -34,12 +42,27 @@ func newSpeakEntry() *speakEntry {
 	return e
 }
 
+func newLineEntry() *speakEntry {
+	e := &speakEntry{}
+	e.ExtendBaseWidget(e)
+	return e
+}
+
+// AcceptsTab is false so that Tab and Shift+Tab move the focus out of the
+// text box as in every other field, instead of typing a tab.
+func (e *speakEntry) AcceptsTab() bool { return false }
+
 func (e *speakEntry) TypedShortcut(s fyne.Shortcut) {
-	if isSpeakShortcut(s) && e.onSpeak != nil {
+	switch {
+	case isSpeakShortcut(s) && e.onSpeak != nil:
 		e.onSpeak()
-		return
+	case isCtrlTab(s):
+		if e.MultiLine {
+			e.TypedRune('\t')
+		}
+	default:
+		e.Entry.TypedShortcut(s)
 	}
-	e.Entry.TypedShortcut(s)
 }
 
 func (e *speakEntry) TypedKey(k *fyne.KeyEvent) {

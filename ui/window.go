@@ -45,16 +45,17 @@ type UI struct {
 	history    *historyList
 	panel      *latencyPanel
 	text       *speakEntry
-	voice      *widget.Select
-	lang       *widget.Select
-	instruct   *widget.Entry
+	voice      *keySelect
+	lang       *keySelect
+	instruct   *speakEntry
 	instructR  *fyne.Container
 	speakBtn   *widget.Button
 	stopBtn    *widget.Button
+	pauseBtn   *widget.Button
 	saveBtn    *widget.Button
 	exportBtn  *widget.Button
 	modelsBtn  *widget.Button
-	model      *widget.Select
+	model      *keySelect
 	device     *widget.Label
 	status     *widget.Label
 	errorMsg   *widget.Label
@@ -129,13 +130,12 @@ func (u *UI) build() {
 	u.text = newSpeakEntry()
 	u.text.SetPlaceHolder("Type text to speak, then press Speak or Ctrl+Enter…")
 	u.text.SetMinRowsVisible(7)
-	u.text.onSpeak, u.text.onStop = u.Speak, u.Stop
 
-	u.voice = widget.NewSelect(nil, func(s string) { u.voiceChanged(s) })
+	u.voice = newKeySelect(nil, func(s string) { u.voiceChanged(s) })
 	u.voice.PlaceHolder = "(no model loaded)"
-	u.lang = widget.NewSelect(nil, nil)
+	u.lang = newKeySelect(nil, nil)
 	u.lang.PlaceHolder = "Auto"
-	u.instruct = widget.NewEntry()
+	u.instruct = newLineEntry()
 	u.instruct.SetPlaceHolder("Optional speaking style, e.g. \"calm and slow\"")
 	u.instructL = widget.NewLabel("Style (optional)")
 	u.instructR = container.NewBorder(nil, nil, u.instructL, nil, u.instruct)
@@ -146,6 +146,8 @@ func (u *UI) build() {
 	u.speakBtn.Disable()
 	u.stopBtn = widget.NewButtonWithIcon("Stop (Esc)", theme.MediaStopIcon(), u.Stop)
 	u.stopBtn.Disable()
+	u.pauseBtn = widget.NewButtonWithIcon(pauseLabel, theme.MediaPauseIcon(), u.TogglePause)
+	u.pauseBtn.Disable()
 	u.saveBtn = widget.NewButtonWithIcon("Save WAV…", theme.DocumentSaveIcon(), u.saveDialog)
 	u.saveBtn.Disable()
 	u.exportBtn = widget.NewButtonWithIcon("Export…", theme.DownloadIcon(), u.exportDialog)
@@ -161,7 +163,7 @@ func (u *UI) build() {
 	for i, m := range u.cfg.Models {
 		names[i] = m.Name
 	}
-	u.model = widget.NewSelect(names, func(string) { u.selectModel(u.model.SelectedIndex()) })
+	u.model = newKeySelect(names, func(string) { u.selectModel(u.model.SelectedIndex()) })
 	u.model.PlaceHolder = "(no models found)"
 	u.device = widget.NewLabel("Device: –")
 	u.device.TextStyle = fyne.TextStyle{Bold: true}
@@ -204,7 +206,7 @@ func (u *UI) build() {
 		container.NewBorder(nil, nil, widget.NewLabel("Language"), nil, u.lang),
 		u.instructR,
 	)
-	buttons := container.NewHBox(u.speakBtn, u.stopBtn, u.saveBtn, u.exportBtn)
+	buttons := container.NewHBox(u.speakBtn, u.pauseBtn, u.stopBtn, u.saveBtn, u.exportBtn)
 	var welcome fyne.CanvasObject
 	if w := u.cfg.Welcome; w != nil {
 		welcome = w
@@ -221,6 +223,7 @@ func (u *UI) build() {
 	split := container.NewHSplit(container.NewPadded(left), container.NewPadded(right))
 	split.Offset = 0.52
 	u.content = container.NewBorder(container.NewVBox(container.NewPadded(top), widget.NewSeparator()), nil, nil, nil, split)
+	u.wireKeys()
 }
 
 // AddModel adds a model to the picker (for example one the first-run panel
@@ -246,11 +249,7 @@ func (u *UI) Bind(w fyne.Window) {
 	u.win = w
 	w.Canvas().AddShortcut(speakShortcut, func(fyne.Shortcut) { u.Speak() })
 	w.Canvas().AddShortcut(&desktopEnter, func(fyne.Shortcut) { u.Speak() })
-	w.Canvas().SetOnTypedKey(func(k *fyne.KeyEvent) {
-		if k.Name == fyne.KeyEscape {
-			u.Stop()
-		}
-	})
+	w.Canvas().SetOnTypedKey(u.windowKey)
 }
 
 // Start shows the kept history, loads the model used last (or else the

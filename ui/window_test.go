@@ -436,5 +436,8 @@ func (stubPlayer) Play(ctx context.Context, ch <-chan engine.Chunk, _ audio.Play
 	return audio.Result{}, nil
 }
 func (stubPlayer) Stop()            {}
+func (stubPlayer) Pause()           {}
+func (stubPlayer) Resume()          {}
+func (stubPlayer) Paused() bool     { return false }
 func (stubPlayer) Live() audio.Live { return audio.Live{} }
 func (stubPlayer) NoDevice() bool   { return false }
