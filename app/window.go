@@ -50,7 +50,10 @@ func openRealEngine(dir string) (ui.Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e, err := engine.Open(context.Background(), dir, engine.Options{Logger: slog.Default()})
+	// Warnings only: what the engine says at info level (a CPU fallback,
+	// for one) the window shows on its device line, so stderr stays quiet.
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	e, err := engine.Open(context.Background(), dir, engine.Options{Logger: logger})
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +80,8 @@ func runWindow() error {
 		return fmt.Errorf("audio output: %w", err)
 	}
 	if player.NoDevice() {
-		slog.Warn("no audio output device; audio will be discarded", "reason", player.FallbackReason())
+		// The window says so (audio.NoDeviceMessage); stderr stays quiet.
+		slog.Debug("no audio output device; audio will be discarded", "reason", player.FallbackReason())
 	}
 
 	cfg := ui.Config{Player: player, Record: audio.Record}

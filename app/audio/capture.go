@@ -24,6 +24,7 @@ func Record(ctx context.Context, max time.Duration, level func(peak float32, ela
 	if NullRequested() {
 		return nil, fmt.Errorf("%w (%s=null)", ErrNoMicrophone, EnvAudio)
 	}
+	quietALSA()
 	mctx, err := malgo.InitContext(nil, malgo.ContextConfig{}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNoMicrophone, err)

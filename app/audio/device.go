@@ -43,6 +43,7 @@ type output struct {
 // set or no real device opens. fellBack carries why the real device failed.
 func openOutput(fill func([]float32), forceNull bool) (out *output, fellBack error, err error) {
 	if !forceNull {
+		quietALSA()
 		out, err := openBackend(nil, "default", fill)
 		if err == nil {
 			return out, nil, nil

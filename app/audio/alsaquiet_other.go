@@ -1,0 +1,6 @@
+//go:build !linux
+
+package audio
+
+// quietALSA: only Linux has ALSA.
+func quietALSA() {}

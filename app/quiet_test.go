@@ -1,0 +1,53 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"talkbox/engine/golden"
+)
+
+// envHelperArgs, when set, makes TestHelperRun act as the talkbox binary:
+// it runs these arguments (separated by newlines) and exits.
+const envHelperArgs = "TALKBOX_TEST_HELPER_ARGS"
+
+func TestHelperRun(t *testing.T) {
+	a, ok := os.LookupEnv(envHelperArgs)
+	if !ok {
+		t.Skip("runs only as the child of TestNormalSessionQuietStderr")
+	}
+	os.Exit(run(strings.Split(a, "\n"), os.Stdout, os.Stderr))
+}
+
+// A normal command-line session prints its result and nothing on stderr,
+// also under LANG=C.UTF-8 (where Fyne's lang package used to log a locale
+// parse error from its package initialisation) and LANG=C. The test binary
+// is re-run as the program, so what lands on file descriptor 2 from any
+// package or C library is seen.
+func TestNormalSessionQuietStderr(t *testing.T) {
+	ck := golden.Checkpoint(t, "qwen3-tts-tiny-customvoice")
+	out := filepath.Join(t.TempDir(), "hello.wav")
+	args := []string{"say", "--model", ck, "--backend", "cpu", "--frames", "8", "--out", out, "Hello there."}
+	for _, lang := range []string{"C.UTF-8", "C", "en_US.UTF-8"} {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperRun$")
+		cmd.Env = append(os.Environ(), envHelperArgs+"="+strings.Join(args, "\n"), "LANG="+lang, "LC_ALL=", "LC_MESSAGES=")
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("LANG=%s: %v\nstderr: %s", lang, err, stderr.String())
+		}
+		if stderr.Len() != 0 {
+			t.Errorf("LANG=%s: stderr not empty:\n%s", lang, stderr.String())
+		}
+		if !strings.Contains(stdout.String(), "frames in 1 sentence") {
+			t.Errorf("LANG=%s: stdout %q lacks the summary", lang, stdout.String())
+		}
+		if st, err := os.Stat(out); err != nil || st.Size() <= 44 {
+			t.Errorf("LANG=%s: no audio written: %v", lang, err)
+		}
+	}
+}
