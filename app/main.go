@@ -33,6 +33,7 @@ var windowMain func() error
 var errUsage = errors.New("usage")
 
 func main() {
+	quietStderr()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
