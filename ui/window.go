@@ -52,6 +52,7 @@ type UI struct {
 	speakBtn   *widget.Button
 	stopBtn    *widget.Button
 	pauseBtn   *widget.Button
+	themeSel   *widget.Select
 	saveBtn    *widget.Button
 	exportBtn  *widget.Button
 	modelsBtn  *widget.Button
@@ -119,6 +120,7 @@ func New(cfg Config) *UI {
 	}
 	// A broken voices.json only loses the descriptions; names still show.
 	u.known, _ = assets.Voices()
+	applyTheme(u.prefs.Theme) // before the widgets, which take their colours as they are built
 	u.build()
 	return u
 }
@@ -200,7 +202,7 @@ func (u *UI) build() {
 	u.device.Truncation = fyne.TextTruncateEllipsis
 	top := container.NewVBox(
 		container.NewBorder(nil, nil, widget.NewLabel("Model"), u.modelsBtn, u.model),
-		u.device)
+		container.NewBorder(nil, nil, nil, u.themePicker(), u.device))
 	picks := container.NewVBox(
 		container.NewBorder(nil, nil, widget.NewLabel("Voice"), nil, u.voice),
 		container.NewBorder(nil, nil, widget.NewLabel("Language"), nil, u.lang),

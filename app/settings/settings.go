@@ -51,6 +51,8 @@ type Settings struct {
 	HistoryMB int    `json:"history_mb"` // history size limit; oldest entries are dropped past it
 	// ExportFormat is the last format chosen in the Export dialog (wav, flac, opus).
 	ExportFormat string `json:"export_format,omitempty"`
+	// Theme is the window's colours: "" follows the desktop, "light" or "dark".
+	Theme string `json:"theme,omitempty"`
 }
 
 // Defaults is the state of a first start.
@@ -142,6 +144,11 @@ func (s Settings) sane() Settings {
 	case "wav", "flac", "opus":
 	default:
 		s.ExportFormat = d.ExportFormat
+	}
+	switch s.Theme {
+	case "", "light", "dark":
+	default:
+		s.Theme = d.Theme
 	}
 	s.Version = version
 	return s

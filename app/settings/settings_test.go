@@ -90,3 +90,19 @@ func TestDirHonoursEnv(t *testing.T) {
 		t.Fatalf("Path = %q, %v", p, err)
 	}
 }
+
+// The theme is kept when it is one the window knows, else dropped.
+func TestThemeKeptOrDropped(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "settings.json")
+	for in, want := range map[string]string{"dark": "dark", "light": "light", "": "", "purple": ""} {
+		s := Defaults()
+		s.Theme = in
+		if err := Save(path, s); err != nil {
+			t.Fatal(err)
+		}
+		got, err := Load(path)
+		if err != nil || got.Theme != want {
+			t.Errorf("theme %q: loaded %q (%v), want %q", in, got.Theme, err, want)
+		}
+	}
+}
