@@ -54,7 +54,7 @@ func rgb(v uint32) color.NRGBA {
 
 // Theme choices as remembered in settings ("" follows the desktop).
 var themeChoices = []struct{ value, label string }{
-	{"", "System theme"}, {"light", "Light"}, {"dark", "Dark"},
+	{"", "System"}, {"light", "Light"}, {"dark", "Dark"},
 }
 
 // appTheme is the default theme with palette's colours; mode "light" or

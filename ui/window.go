@@ -53,6 +53,7 @@ type UI struct {
 	stopBtn    *widget.Button
 	pauseBtn   *widget.Button
 	themeSel   *widget.Select
+	openBtn    *widget.Button
 	saveBtn    *widget.Button
 	exportBtn  *widget.Button
 	modelsBtn  *widget.Button
@@ -150,6 +151,7 @@ func (u *UI) build() {
 	u.stopBtn.Disable()
 	u.pauseBtn = widget.NewButtonWithIcon(pauseLabel, theme.MediaPauseIcon(), u.TogglePause)
 	u.pauseBtn.Disable()
+	u.openBtn = widget.NewButtonWithIcon("Open…", theme.FolderOpenIcon(), u.openDialog)
 	u.saveBtn = widget.NewButtonWithIcon("Save WAV…", theme.DocumentSaveIcon(), u.saveDialog)
 	u.saveBtn.Disable()
 	u.exportBtn = widget.NewButtonWithIcon("Export…", theme.DownloadIcon(), u.exportDialog)
@@ -202,7 +204,7 @@ func (u *UI) build() {
 	u.device.Truncation = fyne.TextTruncateEllipsis
 	top := container.NewVBox(
 		container.NewBorder(nil, nil, widget.NewLabel("Model"), u.modelsBtn, u.model),
-		container.NewBorder(nil, nil, nil, u.themePicker(), u.device))
+		container.NewBorder(nil, nil, nil, container.NewHBox(u.openBtn, u.themePicker()), u.device))
 	picks := container.NewVBox(
 		container.NewBorder(nil, nil, widget.NewLabel("Voice"), nil, u.voice),
 		container.NewBorder(nil, nil, widget.NewLabel("Language"), nil, u.lang),
@@ -249,6 +251,7 @@ func (u *UI) AddModel(m Model) {
 // focused) and keeps the window for dialogs.
 func (u *UI) Bind(w fyne.Window) {
 	u.win = w
+	w.SetOnDropped(u.dropped)
 	w.Canvas().AddShortcut(speakShortcut, func(fyne.Shortcut) { u.Speak() })
 	w.Canvas().AddShortcut(&desktopEnter, func(fyne.Shortcut) { u.Speak() })
 	w.Canvas().SetOnTypedKey(u.windowKey)
