@@ -228,6 +228,7 @@ func (u *UI) build() {
 	split.Offset = 0.52
 	u.content = container.NewBorder(container.NewVBox(container.NewPadded(top), widget.NewSeparator()), nil, nil, nil, split)
 	u.wireKeys()
+	u.watchCJK()
 }
 
 // AddModel adds a model to the picker (for example one the first-run panel
