@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"talkbox/internal/datadir"
 	"time"
 
 	"talkbox/engine/audioenc"
@@ -97,19 +98,7 @@ const EnvHistory = "TALKBOX_HISTORY"
 
 // DefaultDir is $TALKBOX_HISTORY, else $XDG_DATA_HOME/talkbox/history, else
 // ~/.local/share/talkbox/history (beside the model store: data, not settings).
-func DefaultDir() (string, error) {
-	if d := os.Getenv(EnvHistory); d != "" {
-		return d, nil
-	}
-	if x := os.Getenv("XDG_DATA_HOME"); x != "" && filepath.IsAbs(x) {
-		return filepath.Join(x, "talkbox", "history"), nil
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return "", fmt.Errorf("no history folder: set %s or HOME: %w", EnvHistory, err)
-	}
-	return filepath.Join(home, ".local", "share", "talkbox", "history"), nil
-}
+func DefaultDir() (string, error) { return datadir.Dir(EnvHistory, "history") }
 
 // Open reads the folder (creating it), drops records whose audio is gone and
 // audio without a record, and applies limit (bytes; <= 0 means no limit).

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"talkbox/internal/datadir"
 
 	"talkbox/engine/model"
 )
@@ -19,19 +20,7 @@ const EnvModels = "TALKBOX_MODELS"
 // DefaultModelsDir is $TALKBOX_MODELS, else $XDG_DATA_HOME/talkbox/models,
 // else ~/.local/share/talkbox/models. A relative XDG_DATA_HOME is ignored,
 // as the XDG spec asks.
-func DefaultModelsDir() (string, error) {
-	if d := os.Getenv(EnvModels); d != "" {
-		return d, nil
-	}
-	if x := os.Getenv("XDG_DATA_HOME"); x != "" && filepath.IsAbs(x) {
-		return filepath.Join(x, "talkbox", "models"), nil
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return "", fmt.Errorf("no model folder: set %s or HOME: %w", EnvModels, err)
-	}
-	return filepath.Join(home, ".local", "share", "talkbox", "models"), nil
-}
+func DefaultModelsDir() (string, error) { return datadir.Dir(EnvModels, "models") }
 
 // Installed describes one folder of the model store.
 type Installed struct {
