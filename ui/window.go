@@ -54,6 +54,7 @@ type UI struct {
 	pauseBtn   *widget.Button
 	themeSel   *widget.Select
 	openBtn    *widget.Button
+	clipBtn    *widget.Button
 	saveBtn    *widget.Button
 	exportBtn  *widget.Button
 	modelsBtn  *widget.Button
@@ -152,6 +153,7 @@ func (u *UI) build() {
 	u.pauseBtn = widget.NewButtonWithIcon(pauseLabel, theme.MediaPauseIcon(), u.TogglePause)
 	u.pauseBtn.Disable()
 	u.openBtn = widget.NewButtonWithIcon("Open…", theme.FolderOpenIcon(), u.openDialog)
+	u.clipBtn = widget.NewButtonWithIcon("Read clipboard", theme.ContentPasteIcon(), u.ReadClipboard)
 	u.saveBtn = widget.NewButtonWithIcon("Save WAV…", theme.DocumentSaveIcon(), u.saveDialog)
 	u.saveBtn.Disable()
 	u.exportBtn = widget.NewButtonWithIcon("Export…", theme.DownloadIcon(), u.exportDialog)
@@ -204,7 +206,7 @@ func (u *UI) build() {
 	u.device.Truncation = fyne.TextTruncateEllipsis
 	top := container.NewVBox(
 		container.NewBorder(nil, nil, widget.NewLabel("Model"), u.modelsBtn, u.model),
-		container.NewBorder(nil, nil, nil, container.NewHBox(u.openBtn, u.themePicker()), u.device))
+		container.NewBorder(nil, nil, nil, container.NewHBox(u.openBtn, u.clipBtn, u.themePicker()), u.device))
 	picks := container.NewVBox(
 		container.NewBorder(nil, nil, widget.NewLabel("Voice"), nil, u.voice),
 		container.NewBorder(nil, nil, widget.NewLabel("Language"), nil, u.lang),
