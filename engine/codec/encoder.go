@@ -278,7 +278,6 @@ func (e *Encoder) transformer(x []float32, T int) []float32 {
 	for t := 0; t < T; t++ {
 		e.rope.tables(t, cos[t*hd/2:(t+1)*hd/2], sin[t*hd/2:(t+1)*hd/2])
 	}
-	scale := float32(1 / math.Sqrt(float64(hd)))
 	h := x
 	for li := range e.layers {
 		ly := &e.layers[li]
@@ -294,35 +293,7 @@ func (e *Encoder) transformer(x []float32, T int) []float32 {
 				e.rope.rotate(k[t*w+hh*hd:t*w+(hh+1)*hd], cs, sn)
 			}
 		}
-		att := make([]float32, T*w)
-		parallelRows(T*nh, hd*min(win, T), func(i0, i1 int) {
-			scores := make([]float32, win)
-			for i := i0; i < i1; i++ {
-				t, hh := i/nh, i%nh
-				qv := q[t*w+hh*hd : t*w+(hh+1)*hd]
-				first := max(0, t-win+1)
-				mx := float32(math.Inf(-1))
-				for j := first; j <= t; j++ {
-					s := dot(qv, k[j*w+hh*hd:j*w+(hh+1)*hd]) * scale
-					scores[j-first] = s
-					mx = max(mx, s)
-				}
-				var sum float32
-				for j := first; j <= t; j++ {
-					ex := expf(scores[j-first] - mx)
-					scores[j-first] = ex
-					sum += ex
-				}
-				out := att[t*w+hh*hd : t*w+(hh+1)*hd]
-				for j := first; j <= t; j++ {
-					p := scores[j-first] / sum
-					vr := v[j*w+hh*hd : j*w+(hh+1)*hd]
-					for d := range out {
-						out[d] += p * vr[d]
-					}
-				}
-			}
-		})
+		att := windowAttention(q, k, v, T, 0, nh, nh, hd, win)
 		addScaled(h, ly.o.apply(att, T), ly.attnScale)
 		hn = append(hn[:0], h...)
 		layerNorm(hn, ly.ln2w, ly.ln2b, T, c.NormEps)

@@ -24,7 +24,6 @@ func (d *Decoder) transformer(kv []kvCache, pos int, x []float32, T int) []float
 	for t := 0; t < T; t++ {
 		d.rope.tables(pos+t, cos[t*hd/2:(t+1)*hd/2], sin[t*hd/2:(t+1)*hd/2])
 	}
-	scale := float32(1 / math.Sqrt(float64(hd)))
 
 	for li := range d.layers {
 		ly := &d.layers[li]
@@ -46,38 +45,7 @@ func (d *Decoder) transformer(kv []kvCache, pos int, x []float32, T int) []float
 		past := cache.rows
 		keys := append(append(make([]float32, 0, (past+T)*kvw), cache.k...), k...)
 		vals := append(append(make([]float32, 0, (past+T)*kvw), cache.v...), v...)
-		att := make([]float32, T*nh*hd)
-		group := nh / nkv
-		parallelRows(T*nh, hd*win, func(i0, i1 int) {
-			scores := make([]float32, win)
-			for i := i0; i < i1; i++ {
-				t, hh := i/nh, i%nh
-				kh := hh / group
-				qv := q[t*nh*hd+hh*hd : t*nh*hd+(hh+1)*hd]
-				last := past + t // index of this position in keys
-				first := max(0, last-win+1)
-				mx := float32(math.Inf(-1))
-				for j := first; j <= last; j++ {
-					s := dot(qv, keys[j*kvw+kh*hd:j*kvw+(kh+1)*hd]) * scale
-					scores[j-first] = s
-					mx = max(mx, s)
-				}
-				var sum float32
-				for j := first; j <= last; j++ {
-					e := expf(scores[j-first] - mx)
-					scores[j-first] = e
-					sum += e
-				}
-				out := att[t*nh*hd+hh*hd : t*nh*hd+(hh+1)*hd]
-				for j := first; j <= last; j++ {
-					p := scores[j-first] / sum
-					vr := vals[j*kvw+kh*hd : j*kvw+(kh+1)*hd]
-					for e := range out {
-						out[e] += p * vr[e]
-					}
-				}
-			}
-		})
+		att := windowAttention(q, keys, vals, T, past, nh, nkv, hd, win)
 		keep := min(win-1, past+T)
 		cache.k = append(cache.k[:0], keys[(past+T-keep)*kvw:]...)
 		cache.v = append(cache.v[:0], vals[(past+T-keep)*kvw:]...)
@@ -105,4 +73,47 @@ func addScaled(h, y, scale []float32) {
 	for i := range h {
 		h[i] += scale[i%C] * y[i]
 	}
+}
+
+// windowAttention is causal sliding-window attention, shared by the decoder
+// and the encoder transformers: query row t (of T new rows) sits at position
+// past+t of keys/vals and attends to the win positions ending there. Query
+// heads share key/value heads in groups of nh/nkv. q holds T rows of nh*hd;
+// keys and vals hold past+T rows of nkv*hd. It returns T rows of nh*hd.
+func windowAttention(q, keys, vals []float32, T, past, nh, nkv, hd, win int) []float32 {
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	kvw := nkv * hd
+	group := nh / nkv
+	att := make([]float32, T*nh*hd)
+	parallelRows(T*nh, hd*min(win, past+T), func(i0, i1 int) {
+		scores := make([]float32, win)
+		for i := i0; i < i1; i++ {
+			t, hh := i/nh, i%nh
+			kh := hh / group
+			qv := q[t*nh*hd+hh*hd : t*nh*hd+(hh+1)*hd]
+			last := past + t // index of this position in keys
+			first := max(0, last-win+1)
+			mx := float32(math.Inf(-1))
+			for j := first; j <= last; j++ {
+				s := dot(qv, keys[j*kvw+kh*hd:j*kvw+(kh+1)*hd]) * scale
+				scores[j-first] = s
+				mx = max(mx, s)
+			}
+			var sum float32
+			for j := first; j <= last; j++ {
+				e := expf(scores[j-first] - mx)
+				scores[j-first] = e
+				sum += e
+			}
+			out := att[t*nh*hd+hh*hd : t*nh*hd+(hh+1)*hd]
+			for j := first; j <= last; j++ {
+				p := scores[j-first] / sum
+				vr := vals[j*kvw+kh*hd : j*kvw+(kh+1)*hd]
+				for e := range out {
+					out[e] += p * vr[e]
+				}
+			}
+		}
+	})
+	return att
 }
