@@ -28,22 +28,14 @@ func runEncode(args []string, stdout, stderr io.Writer) error {
 	if *audioPath == "" || *out == "" || fs.NArg() > 0 {
 		return usageErrorf("talkbox encode --model DIR --audio FILE --codes-out FILE.json")
 	}
-	clip, err := audioin.LoadFile(*audioPath)
-	if err != nil {
-		return err
-	}
-	for _, n := range clip.Notices {
-		fmt.Fprintln(stderr, "note:", n)
-	}
-	dir, err := hub.Resolve(*modelFlag)
-	if err != nil {
-		return err
-	}
-	m, err := model.Load(dir, model.Options{RequireCodec: true})
+	clip, m, _, err := openReference(*audioPath, *modelFlag)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
+	for _, n := range clip.Notices {
+		fmt.Fprintln(stderr, "note:", n)
+	}
 	enc, err := codec.NewEncoder(m)
 	if err != nil {
 		return err
@@ -67,4 +59,20 @@ func runEncode(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "wrote %s: %d frames from %.2f s of audio (%s) in %.0f ms\n",
 		*out, len(codes), clip.Seconds(), clip.Source.Format, float64(time.Since(start).Microseconds())/1e3)
 	return nil
+}
+
+// openReference reads a reference recording (resampled to 24 kHz) and loads
+// the model whose speech tokenizer and speaker encoder will encode it: the
+// first steps of both encode and voice add. dir is the model's folder.
+func openReference(audioPath, modelFlag string) (clip *audioin.Clip, m *model.Model, dir string, err error) {
+	if clip, err = audioin.LoadFile(audioPath); err != nil {
+		return nil, nil, "", err
+	}
+	if dir, err = hub.Resolve(modelFlag); err != nil {
+		return nil, nil, "", err
+	}
+	if m, err = model.Load(dir, model.Options{RequireCodec: true}); err != nil {
+		return nil, nil, "", err
+	}
+	return clip, m, dir, nil
 }

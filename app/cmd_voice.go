@@ -13,9 +13,7 @@ import (
 
 	"talkbox/app/hub"
 	"talkbox/engine"
-	"talkbox/engine/audioin"
 	"talkbox/engine/backend"
-	"talkbox/engine/model"
 	"talkbox/engine/voice"
 )
 
@@ -90,15 +88,7 @@ func runVoiceAdd(args []string, stdout, stderr io.Writer) error {
 	if lib.Exists(name) && !*force {
 		return fmt.Errorf("%w: %q (use --force to replace it, or voice rm)", voice.ErrExists, name)
 	}
-	clip, err := audioin.LoadFile(*audioPath)
-	if err != nil {
-		return err
-	}
-	dir, err := hub.Resolve(*modelFlag)
-	if err != nil {
-		return err
-	}
-	m, err := model.Load(dir, model.Options{RequireCodec: true})
+	clip, m, dir, err := openReference(*audioPath, *modelFlag)
 	if err != nil {
 		return err
 	}
