@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"fyne.io/fyne/v2"
@@ -112,29 +111,14 @@ func (u *UI) Export(path string) {
 
 	// Progress arrives on the render goroutine; one update is queued at a
 	// time, so a fast render cannot flood the UI queue.
-	var mu sync.Mutex
-	var latest export.Progress
-	queued := false
-	show := func() {
-		mu.Lock()
-		p := latest
-		queued = false
-		mu.Unlock()
+	var progress latestOnly[export.Progress]
+	show := func(p export.Progress) {
 		bar.SetValue(p.Fraction)
 		info.SetText(fmt.Sprintf("Sentence %d of %d · %s of audio in %s", min(p.Sentence+1, p.Sentences), p.Sentences,
 			formatSeconds(p.Audio), formatSeconds(p.Elapsed)))
 	}
 	job := export.Job{Engine: u.eng, Request: req, SampleRate: audio.SampleRate, Format: f, Path: path,
-		Progress: func(p export.Progress) {
-			mu.Lock()
-			latest = p
-			post := !queued
-			queued = true
-			mu.Unlock()
-			if post {
-				u.post(show)
-			}
-		}}
+		Progress: func(p export.Progress) { progress.offer(p, u.post, show) }}
 	go func() {
 		res, err := export.Render(ctx, job)
 		cancel()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"fyne.io/fyne/v2"
@@ -47,12 +46,8 @@ type FirstRunPanel struct {
 	stop     context.CancelFunc
 	finished chan struct{} // closed once an attempt's outcome is on screen (tests wait on it)
 
-	// Progress arrives on the download goroutine; the latest report is kept
-	// here and at most one post is queued at a time, so a fast download
-	// cannot flood the UI queue.
-	mu      sync.Mutex
-	latest  hub.Progress
-	pending bool
+	// Progress arrives on the download goroutine.
+	reports latestOnly[hub.Progress]
 }
 
 // NewFirstRunPanel builds the panel. onReady is called on the UI goroutine
@@ -143,21 +138,10 @@ func (fr *FirstRunPanel) cancelDownload() {
 
 // progress runs on the download goroutine.
 func (fr *FirstRunPanel) progress(p hub.Progress) {
-	fr.mu.Lock()
-	fr.latest = p
-	queued := fr.pending
-	fr.pending = true
-	fr.mu.Unlock()
-	if !queued {
-		fr.post(fr.showProgress)
-	}
+	fr.reports.offer(p, fr.post, fr.showProgress)
 }
 
-func (fr *FirstRunPanel) showProgress() {
-	fr.mu.Lock()
-	p := fr.latest
-	fr.pending = false
-	fr.mu.Unlock()
+func (fr *FirstRunPanel) showProgress(p hub.Progress) {
 	if !fr.running {
 		return // a late report after the outcome is shown
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"sync"
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
@@ -179,14 +178,8 @@ func (p *modelsPanel) pull(repo string) {
 	p.getBtn.Enable()
 	p.bar.SetValue(0)
 	p.bar.Show()
-	var mu sync.Mutex
-	var latest hub.Progress
-	queued := false
-	show := func() {
-		mu.Lock()
-		pr := latest
-		queued = false
-		mu.Unlock()
+	var progress latestOnly[hub.Progress]
+	show := func(pr hub.Progress) {
 		if p.cancel == nil {
 			return
 		}
@@ -195,16 +188,7 @@ func (p *modelsPanel) pull(repo string) {
 	}
 	store := p.u.cfg.Store
 	go func() {
-		dir, err := store.Pull(ctx, repo, func(pr hub.Progress) {
-			mu.Lock()
-			latest = pr
-			post := !queued
-			queued = true
-			mu.Unlock()
-			if post {
-				p.u.post(show)
-			}
-		})
+		dir, err := store.Pull(ctx, repo, func(pr hub.Progress) { progress.offer(pr, p.u.post, show) })
 		cancel()
 		p.u.post(func() {
 			p.cancel = nil
