@@ -114,7 +114,7 @@ func TestErrorsKeepBothCauses(t *testing.T) {
 	}
 	defer e.Close()
 	ctx, cancel := context.WithCancel(context.Background())
-	ch, err := e.Synthesize(ctx, Request{Text: "Hello there.", Voice: "ryan", ExactFrames: 40})
+	ch, err := e.Synthesize(ctx, Request{Text: "Hello there.", Voice: "ryan", ExactFrames: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,8 +141,12 @@ func TestCancelThenSynthesizeAgain(t *testing.T) {
 	}
 	defer e.Close()
 	req := greedyRequest("Hello there, how are you?", "aiden", "english", true, 12)
+	// The cancelled run asks for far more frames than the tiny model can make
+	// before the cancel lands, so the cancel always arrives mid-utterance.
+	long := req
+	long.ExactFrames = 1000
 	ctx, cancel := context.WithCancel(context.Background())
-	ch, err := e.Synthesize(ctx, req)
+	ch, err := e.Synthesize(ctx, long)
 	if err != nil {
 		t.Fatal(err)
 	}
