@@ -44,8 +44,8 @@ const (
 const appID = "io.github.talkbox"
 
 // openRealEngine loads a checkpoint with the engine's default backend
-// choice (CUDA when usable, else the CPU).
-func openRealEngine(dir string) (ui.Engine, error) {
+// choice (CUDA when usable, else the CPU) and the remembered CPU precision.
+func openRealEngine(dir string, o ui.OpenOptions) (ui.Engine, error) {
 	dir, err := hub.Resolve(dir)
 	if err != nil {
 		return nil, err
@@ -53,7 +53,7 @@ func openRealEngine(dir string) (ui.Engine, error) {
 	// Warnings only: what the engine says at info level (a CPU fallback,
 	// for one) the window shows on its device line, so stderr stays quiet.
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	e, err := engine.Open(context.Background(), dir, engine.Options{Logger: logger})
+	e, err := engine.Open(context.Background(), dir, engine.Options{Logger: logger, Precision: o.Precision})
 	if err != nil {
 		return nil, err
 	}

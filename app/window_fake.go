@@ -25,7 +25,7 @@ func useFakeEngine(cfg *ui.Config) {
 		rtf = v
 	}
 	cfg.Models = []ui.Model{{Name: "Fake engine (testing only)", Dir: "fake"}}
-	cfg.Open = func(string) (ui.Engine, error) {
+	cfg.Open = func(string, ui.OpenOptions) (ui.Engine, error) {
 		return &uitest.FakeEngine{RTF: rtf, Prefill: 30 * time.Millisecond, Instruct: true}, nil
 	}
 }

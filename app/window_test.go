@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"talkbox/ui"
 )
 
 // A TALKBOX_MODEL that does not resolve or does not load is offered to the
@@ -20,7 +22,7 @@ func TestEnvModelErrorReachesWindow(t *testing.T) {
 		if err != nil || len(models) != 1 {
 			t.Fatalf("%s: models %v, err %v", name, models, err)
 		}
-		_, err = openRealEngine(models[0].Dir)
+		_, err = openRealEngine(models[0].Dir, ui.OpenOptions{})
 		if err == nil || !strings.Contains(err.Error(), filepath.Base(name)) {
 			t.Errorf("%s: load error %v does not name the model", name, err)
 		}

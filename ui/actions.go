@@ -43,7 +43,7 @@ func (u *UI) selectModel(i int) {
 	u.device.SetText("Device: –")
 	u.clearError()
 	u.setStatus(fmt.Sprintf("Loading %s…", m.Name))
-	open := u.cfg.Open
+	open, opts := u.cfg.Open, OpenOptions{Precision: u.prefs.Precision}
 	go func() {
 		// Free the old model first: two large checkpoints may not fit.
 		if old != nil {
@@ -55,7 +55,7 @@ func (u *UI) selectModel(i int) {
 		var e Engine
 		err := errors.New("no model loader configured")
 		if open != nil {
-			e, err = open(m.Dir)
+			e, err = open(m.Dir, opts)
 		}
 		u.post(func() {
 			if seq != u.loadSeq { // another model was picked meanwhile

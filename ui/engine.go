@@ -47,8 +47,19 @@ type Player interface {
 	Pause()
 	Resume()
 	Paused() bool
+	// SetVolume (0..audio.MaxVolume) and SetSpeed (audio.MinSpeed..MaxSpeed,
+	// pitch kept) apply at once, also to the audio already buffered.
+	SetVolume(v float64)
+	SetSpeed(speed float64)
 	Live() audio.Live
 	NoDevice() bool
+}
+
+// OpenOptions are the remembered choices a model is loaded with.
+type OpenOptions struct {
+	// Precision of the CPU engine's weights: "" (the engine's default,
+	// int8), "int8" or "f32"; see settings.Settings.Precision.
+	Precision string
 }
 
 // Model is one checkpoint the model picker offers.
@@ -74,7 +85,7 @@ type ModelStore interface {
 type Config struct {
 	Models []Model
 	// Open loads a model; it runs on a background goroutine.
-	Open   func(dir string) (Engine, error)
+	Open   func(dir string, o OpenOptions) (Engine, error)
 	Player Player
 	// Post runs f on the UI goroutine; nil means fyne.Do. Tests pass a queue
 	// they drain on the test goroutine, which is what fyne.Do does for real.

@@ -42,7 +42,10 @@ func (u *UI) wireKeys() {
 	for _, e := range []*speakEntry{u.text, u.instruct} {
 		e.onSpeak, e.onStop = u.Speak, u.Stop
 	}
-	for _, s := range []*keySelect{u.voice, u.lang, u.model} {
+	for _, s := range []*keySelect{u.voice, u.lang, u.model, u.output} {
+		s.onStop = u.Stop
+	}
+	for _, s := range []*keySlider{u.volume, u.speed} {
 		s.onStop = u.Stop
 	}
 }

@@ -80,7 +80,8 @@ func TestSpeakAndStopFromEveryField(t *testing.T) {
 	h := newHarness(t, &uitest.FakeEngine{RTF: 0.5, Instruct: true}, nil)
 	h.ready()
 	u, c := h.ui, h.win.Canvas()
-	fields := map[string]fyne.Focusable{"text box": u.text, "style": u.instruct, "voice": u.voice, "language": u.lang, "model": u.model, "nothing": nil}
+	fields := map[string]fyne.Focusable{"text box": u.text, "style": u.instruct, "voice": u.voice, "language": u.lang, "model": u.model,
+		"volume": u.volume, "speed": u.speed, "output": u.output, "nothing": nil}
 	for name, f := range fields {
 		u.text.SetText(strings.Repeat("A long sentence that keeps going on and on ", 8) + "and ends.")
 		if f == nil {

@@ -47,7 +47,7 @@ func TestNewVoiceFlow(t *testing.T) {
 	q := make(chan func(), 4096)
 	u := New(Config{
 		Models: []Model{{Name: "tiny base", Dir: dir}},
-		Open: func(dir string) (Engine, error) {
+		Open: func(dir string, _ OpenOptions) (Engine, error) {
 			e, err := engine.Open(context.Background(), dir, engine.Options{Backend: engine.BackendCPU})
 			if err != nil {
 				return nil, err

@@ -7,6 +7,7 @@ import (
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/layout"
+	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 
 	"talkbox/ui/speech"
@@ -17,10 +18,13 @@ type latencyPanel struct {
 	ttfc, firstSound, rtf, fps, underruns, buffered, bufWait, progress *widget.Label
 	timeline                                                           *timeline
 	box                                                                fyne.CanvasObject
+	// summary is the one line shown beside the Details toggle, so the
+	// two figures people look at most stay in view when the panel is folded.
+	summary *widget.Label
 }
 
 func newLatencyPanel() *latencyPanel {
-	p := &latencyPanel{timeline: newTimeline()}
+	p := &latencyPanel{timeline: newTimeline(), summary: widget.NewLabel("")}
 	value := func() *widget.Label {
 		l := widget.NewLabel("–")
 		l.TextStyle = fyne.TextStyle{Monospace: true}
@@ -68,6 +72,51 @@ func (p *latencyPanel) show(f speech.Figures) {
 		p.progress.SetText(fmt.Sprintf("%d of %d sentences synthesised", f.Sentence, f.Sentences))
 	}
 	p.timeline.set(f.Timeline, f.FirstSound, f.Elapsed)
+	p.summary.SetText(summaryText(f))
+}
+
+// summaryText is the folded panel's line: first sound and real-time factor.
+func summaryText(f speech.Figures) string {
+	if f.FirstSound < 0 && f.RTF <= 0 {
+		return ""
+	}
+	s := "first sound " + formatMillis(f.FirstSound)
+	if f.RTF > 0 {
+		s += fmt.Sprintf(" · RTF %.2f", f.RTF)
+	}
+	return s
+}
+
+const detailsLabel = "Details"
+
+// buildDetails is the latency panel folded under a Details toggle; whether
+// it is unfolded is remembered.
+func (u *UI) buildDetails() fyne.CanvasObject {
+	u.detailsBtn = widget.NewButton(detailsLabel, u.toggleDetails)
+	u.detailsBtn.Importance = widget.LowImportance
+	u.details = container.NewStack(widget.NewCard("Latency", "", u.panel.box))
+	u.showDetails(u.prefs.Details)
+	head := container.NewBorder(nil, nil, u.detailsBtn, nil, u.panel.summary)
+	return container.NewVBox(head, u.details)
+}
+
+// toggleDetails folds or unfolds the latency panel and remembers it.
+func (u *UI) toggleDetails() {
+	u.prefs.Details = !u.prefs.Details
+	u.showDetails(u.prefs.Details)
+	u.saveSettingsLater()
+}
+
+func (u *UI) showDetails(open bool) {
+	if open {
+		u.detailsBtn.SetIcon(theme.MenuDropDownIcon())
+		u.details.Show()
+		u.panel.summary.Hide()
+		return
+	}
+	u.detailsBtn.SetIcon(theme.MenuExpandIcon())
+	u.details.Hide()
+	u.panel.summary.Show()
 }
 
 func (p *latencyPanel) reset() {

@@ -63,11 +63,25 @@ type UI struct {
 	status     *widget.Label
 	errorMsg   *widget.Label
 	audioWarn  *widget.Label
-	content    fyne.CanvasObject
-	instructL  *widget.Label
-	designing  bool   // the loaded model is VoiceDesign: the description is required
-	voiceGuard bool   // the voice picker is being changed by code
-	lastVoice  string // the picker's last real choice (not New voice…)
+	volume     *keySlider
+	volumeVal  *widget.Label
+	speed      *keySlider
+	speedVal   *widget.Label
+	output     *keySelect
+	outputNote *widget.Label
+	outputs    []audio.Output
+	// outputGuard is set while code changes the device picker; outputSeq
+	// numbers device changes so only the latest one's result is shown.
+	outputGuard bool
+	outputSeq   int
+	detailsBtn  *widget.Button
+	details     *fyne.Container // the latency card, shown when unfolded
+	settingsBtn *widget.Button
+	content     fyne.CanvasObject
+	instructL   *widget.Label
+	designing   bool   // the loaded model is VoiceDesign: the description is required
+	voiceGuard  bool   // the voice picker is being changed by code
+	lastVoice   string // the picker's last real choice (not New voice…)
 
 	prefs       settings.Settings // what is remembered; refreshed before each save
 	restored    bool              // the saved voice/language were applied to a loaded model
@@ -158,6 +172,7 @@ func (u *UI) build() {
 	u.saveBtn.Disable()
 	u.exportBtn = widget.NewButtonWithIcon("Export…", theme.DownloadIcon(), u.exportDialog)
 	u.exportBtn.Disable()
+	u.settingsBtn = widget.NewButtonWithIcon("Settings…", theme.SettingsIcon(), u.settingsDialog)
 	u.modelsBtn = widget.NewButtonWithIcon("Models…", theme.StorageIcon(), u.modelsDialog)
 	if u.cfg.Store == nil {
 		u.modelsBtn.Hide()
@@ -206,13 +221,14 @@ func (u *UI) build() {
 	u.device.Truncation = fyne.TextTruncateEllipsis
 	top := container.NewVBox(
 		container.NewBorder(nil, nil, widget.NewLabel("Model"), u.modelsBtn, u.model),
-		container.NewBorder(nil, nil, nil, container.NewHBox(u.openBtn, u.clipBtn, u.themePicker()), u.device))
+		container.NewBorder(nil, nil, nil, container.NewHBox(u.openBtn, u.clipBtn, u.themePicker(), u.settingsBtn), u.device))
 	picks := container.NewVBox(
 		container.NewBorder(nil, nil, widget.NewLabel("Voice"), nil, u.voice),
 		container.NewBorder(nil, nil, widget.NewLabel("Language"), nil, u.lang),
 		u.instructR,
 	)
 	buttons := container.NewHBox(u.speakBtn, u.pauseBtn, u.stopBtn, u.saveBtn, u.exportBtn)
+	player := u.buildPlayer()
 	var welcome fyne.CanvasObject
 	if w := u.cfg.Welcome; w != nil {
 		welcome = w
@@ -221,10 +237,10 @@ func (u *UI) build() {
 		}
 	}
 	left := container.NewBorder(welcome,
-		container.NewVBox(u.undoBar, picks, buttons, u.status, u.errorMsg, u.audioWarn),
+		container.NewVBox(u.undoBar, picks, buttons, player, u.status, u.errorMsg, u.audioWarn),
 		nil, nil, u.text)
 	right := container.NewBorder(
-		widget.NewCard("Latency", "", u.panel.box), nil, nil, nil,
+		u.buildDetails(), nil, nil, nil,
 		container.NewBorder(container.NewBorder(nil, nil, u.histHeader, u.histLimit), nil, nil, nil, u.history.list))
 	split := container.NewHSplit(container.NewPadded(left), container.NewPadded(right))
 	split.Offset = 0.52
@@ -265,6 +281,7 @@ func (u *UI) Bind(w fyne.Window) {
 // that refreshes the latency panel about ten times a second.
 func (u *UI) Start() {
 	go u.tick()
+	u.startOutputs()
 	u.refreshHistory()
 	switch i := startModel(u.cfg.Models, u.prefs.Model); {
 	case i >= 0:

@@ -70,7 +70,7 @@ func newHarnessWith(t *testing.T, fake *uitest.FakeEngine, openErr error, change
 	h := &harness{t: t, q: make(chan func(), 4096), fake: &timedEngine{FakeEngine: fake}, player: p}
 	cfg := Config{
 		Models: []Model{{Name: "fake model", Dir: "/nowhere"}},
-		Open: func(dir string) (Engine, error) {
+		Open: func(dir string, _ OpenOptions) (Engine, error) {
 			if openErr != nil {
 				return nil, openErr
 			}
@@ -401,7 +401,7 @@ func TestWelcomeUntilModelAdded(t *testing.T) {
 	fake := &uitest.FakeEngine{RTF: 0.2}
 	var opened []string
 	u := New(Config{
-		Open:    func(dir string) (Engine, error) { opened = append(opened, dir); return fake, nil },
+		Open:    func(dir string, _ OpenOptions) (Engine, error) { opened = append(opened, dir); return fake, nil },
 		Player:  stubPlayer{},
 		Post:    func(f func()) { q <- f },
 		Welcome: welcome,
@@ -435,9 +435,11 @@ func (stubPlayer) Play(ctx context.Context, ch <-chan engine.Chunk, _ audio.Play
 	}
 	return audio.Result{}, nil
 }
-func (stubPlayer) Stop()            {}
-func (stubPlayer) Pause()           {}
-func (stubPlayer) Resume()          {}
-func (stubPlayer) Paused() bool     { return false }
-func (stubPlayer) Live() audio.Live { return audio.Live{} }
-func (stubPlayer) NoDevice() bool   { return false }
+func (stubPlayer) Stop()             {}
+func (stubPlayer) Pause()            {}
+func (stubPlayer) Resume()           {}
+func (stubPlayer) Paused() bool      { return false }
+func (stubPlayer) SetVolume(float64) {}
+func (stubPlayer) SetSpeed(float64)  {}
+func (stubPlayer) Live() audio.Live  { return audio.Live{} }
+func (stubPlayer) NoDevice() bool    { return false }

@@ -1,9 +1,13 @@
 package audio
 
+// #include <stdlib.h>
+import "C"
+
 import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"unsafe"
 
@@ -32,6 +36,67 @@ func NullRequested() bool {
 	return strings.EqualFold(strings.TrimSpace(os.Getenv(EnvAudio)), "null")
 }
 
+// Output is a playback device as the system lists it.
+type Output struct {
+	Name    string // unique in one listing (a repeated name gets " (2)")
+	Default bool   // the system's default device
+	id      malgo.DeviceID
+}
+
+// ErrNoOutput is returned by Player.UseOutput for a device the system does
+// not list (unplugged since it was chosen).
+var ErrNoOutput = errors.New("no such output device")
+
+// FindOutput picks the device called name from list; "" is the system
+// default (ok, with a zero Output).
+func FindOutput(list []Output, name string) (Output, error) {
+	if name == "" {
+		return Output{}, nil
+	}
+	for _, o := range list {
+		if o.Name == name {
+			return o, nil
+		}
+	}
+	return Output{}, fmt.Errorf("%w: %q", ErrNoOutput, name)
+}
+
+// alsaNullID is the hex id of ALSA's "null" device ("Discard all samples
+// (playback)…"), which ALSA lists even where there is no sound card; it is
+// not an output anyone picks, so the list leaves it out.
+const alsaNullID = "6e756c6c" // "null"
+
+// listOutputs asks miniaudio (its usual backend order, as openBackend
+// uses) for the playback devices.
+func listOutputs() ([]Output, error) {
+	quietALSA()
+	ctx, err := malgo.InitContext(nil, malgo.ContextConfig{}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("audio: listing devices: %w", err)
+	}
+	defer func() { _ = ctx.Uninit(); ctx.Free() }()
+	infos, err := ctx.Devices(malgo.Playback)
+	if err != nil {
+		return nil, fmt.Errorf("audio: listing devices: %w", err)
+	}
+	list := make([]Output, 0, len(infos))
+	seen := map[string]int{}
+	for i := range infos {
+		if infos[i].ID.String() == alsaNullID {
+			continue
+		}
+		name := strings.TrimSpace(infos[i].Name())
+		if name == "" {
+			name = "Device " + strconv.Itoa(i+1)
+		}
+		if seen[name]++; seen[name] > 1 {
+			name += " (" + strconv.Itoa(seen[name]) + ")"
+		}
+		list = append(list, Output{Name: name, Default: infos[i].IsDefault != 0, id: infos[i].ID})
+	}
+	return list, nil
+}
+
 // output is an open, started malgo playback device feeding from fill.
 type output struct {
 	ctx     *malgo.AllocatedContext
@@ -39,12 +104,13 @@ type output struct {
 	backend string
 }
 
-// openOutput opens the default device, or the null backend when forceNull is
-// set or no real device opens. fellBack carries why the real device failed.
-func openOutput(fill func([]float32), forceNull bool) (out *output, fellBack error, err error) {
+// openOutput opens the device dev (nil: the default), or the null backend
+// when forceNull is set or no real device opens. fellBack carries why the
+// real device failed.
+func openOutput(dev *Output, fill func([]float32), forceNull bool) (out *output, fellBack error, err error) {
 	if !forceNull {
 		quietALSA()
-		out, err := openBackend(nil, "default", fill)
+		out, err := openBackend(nil, dev, fill)
 		if err == nil {
 			return out, nil, nil
 		}
@@ -52,14 +118,21 @@ func openOutput(fill func([]float32), forceNull bool) (out *output, fellBack err
 	} else {
 		fellBack = fmt.Errorf("%s=null", EnvAudio)
 	}
-	out, err = openBackend([]malgo.Backend{backendNull}, "null", fill)
+	out, err = openBackend([]malgo.Backend{backendNull}, nil, fill)
 	if err != nil {
 		return nil, fellBack, fmt.Errorf("audio: null backend: %w (default device: %v)", err, fellBack)
 	}
 	return out, fellBack, nil
 }
 
-func openBackend(backends []malgo.Backend, name string, fill func([]float32)) (*output, error) {
+// openBackend opens dev (nil: the backend's default device).
+func openBackend(backends []malgo.Backend, dev *Output, fill func([]float32)) (*output, error) {
+	name := "default"
+	if len(backends) == 1 && backends[0] == backendNull {
+		name = "null"
+	} else if dev != nil {
+		name = strconv.Quote(dev.Name)
+	}
 	ctx, err := malgo.InitContext(backends, malgo.ContextConfig{}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("audio: %s backend context: %w", name, err)
@@ -69,6 +142,12 @@ func openBackend(backends []malgo.Backend, name string, fill func([]float32)) (*
 	cfg.Playback.Channels = 1
 	cfg.SampleRate = SampleRate
 	cfg.PeriodSizeInMilliseconds = 20
+	if dev != nil {
+		// malgo copies the id into C memory; miniaudio reads it during init.
+		id := dev.id.Pointer()
+		defer C.free(id)
+		cfg.Playback.DeviceID = id
+	}
 	callbacks := malgo.DeviceCallbacks{
 		// Runs on miniaudio's real-time thread: view the bytes as float32
 		// and let the ring fill them; nothing else happens here.
@@ -80,19 +159,23 @@ func openBackend(backends []malgo.Backend, name string, fill func([]float32)) (*
 			fill(unsafe.Slice((*float32)(unsafe.Pointer(&pOut[0])), n))
 		},
 	}
-	dev, err := malgo.InitDevice(ctx.Context, cfg, callbacks)
+	d, err := malgo.InitDevice(ctx.Context, cfg, callbacks)
 	if err != nil {
 		_ = ctx.Uninit()
 		ctx.Free()
 		return nil, fmt.Errorf("audio: %s playback device: %w", name, err)
 	}
-	if err := dev.Start(); err != nil {
-		dev.Uninit()
+	if err := d.Start(); err != nil {
+		d.Uninit()
 		_ = ctx.Uninit()
 		ctx.Free()
 		return nil, fmt.Errorf("audio: start %s playback device: %w", name, err)
 	}
-	return &output{ctx: ctx, dev: dev, backend: name}, nil
+	backend := "default"
+	if name == "null" {
+		backend = "null"
+	}
+	return &output{ctx: ctx, dev: d, backend: backend}, nil
 }
 
 func (o *output) close() error {

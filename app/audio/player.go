@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,9 +31,16 @@ type Options struct {
 
 // Player owns the device and the ring; Play is the ring's only producer.
 type Player struct {
-	ring     *Ring
+	ring      *Ring
+	forceNull bool
+
+	devMu    sync.Mutex // guards the fields below: the device can be changed while playing
 	out      *output
-	fellBack error // why the real device was not used; nil when it was
+	fellBack error  // why the real device was not used; nil when it was
+	chosen   string // the device asked for by name; "" = the system default
+	// list and open reach the system's devices; tests replace them.
+	list func() ([]Output, error)
+	open func(dev *Output, fill func([]float32), forceNull bool) (*output, error, error)
 
 	busy      atomic.Bool
 	utterance atomic.Uint64 // utterance number of the running (or last) Play
@@ -47,8 +55,8 @@ func Open(o Options) (*Player, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Player{ring: ring}
-	out, fellBack, err := openOutput(ring.Fill, o.ForceNull || NullRequested())
+	p := &Player{ring: ring, forceNull: o.ForceNull || NullRequested(), list: listOutputs, open: openOutput}
+	out, fellBack, err := p.open(nil, ring.Fill, p.forceNull)
 	if err != nil {
 		return nil, err
 	}
@@ -57,16 +65,122 @@ func Open(o Options) (*Player, error) {
 }
 
 // NoDevice reports whether audio is being discarded (null backend).
-func (p *Player) NoDevice() bool { return p.fellBack != nil }
+func (p *Player) NoDevice() bool {
+	p.devMu.Lock()
+	defer p.devMu.Unlock()
+	return p.fellBack != nil
+}
 
 // FallbackReason says why the real device was not used (nil when it was).
-func (p *Player) FallbackReason() error { return p.fellBack }
+func (p *Player) FallbackReason() error {
+	p.devMu.Lock()
+	defer p.devMu.Unlock()
+	return p.fellBack
+}
 
 // Backend names the backend in use ("default" or "null").
-func (p *Player) Backend() string { return p.out.backend }
+func (p *Player) Backend() string {
+	p.devMu.Lock()
+	defer p.devMu.Unlock()
+	if p.out == nil {
+		return "closed"
+	}
+	return p.out.backend
+}
+
+// Outputs lists the playback devices; none while audio is forced off
+// (TALKBOX_AUDIO=null), since then no device is ever opened.
+func (p *Player) Outputs() ([]Output, error) {
+	if p.forceNull {
+		return nil, nil
+	}
+	return p.list()
+}
+
+// Output is the device asked for by name ("" = the system default).
+func (p *Player) Output() string {
+	p.devMu.Lock()
+	defer p.devMu.Unlock()
+	return p.chosen
+}
+
+// UseOutput moves playback to the device called name ("" = the system
+// default), also in the middle of an utterance: the buffered audio goes on
+// from the next sample on the new device. A device the system does not
+// list gives an error wrapping ErrNoOutput and changes nothing; one that
+// is listed but fails to open leaves playback on the system default (or
+// the null backend, as at Open) and returns why. It may block while the
+// devices open, so call it off the UI goroutine.
+func (p *Player) UseOutput(name string) error {
+	var dev *Output
+	if name != "" {
+		list, err := p.Outputs()
+		if err != nil {
+			return err
+		}
+		o, err := FindOutput(list, name)
+		if err != nil {
+			return err
+		}
+		dev = &o
+	}
+	p.devMu.Lock()
+	defer p.devMu.Unlock()
+	if p.out == nil {
+		return errors.New("audio: player closed")
+	}
+	// One consumer at a time: the old device stops before the new starts.
+	closeErr := p.out.close()
+	out, fellBack, err := p.open(dev, p.ring.Fill, p.forceNull)
+	if err == nil && dev != nil && fellBack != nil {
+		// The chosen device failed: back to the default, not straight to null.
+		_ = out.close()
+		out, fellBack, err = p.open(nil, p.ring.Fill, p.forceNull)
+		if err == nil {
+			err = fmt.Errorf("audio: %q could not be opened, playing on the system default", name)
+		}
+		p.out, p.fellBack, p.chosen = out, fellBack, ""
+		if out == nil {
+			p.out = &output{backend: "none"}
+		}
+		return errors.Join(err, closeErr)
+	}
+	if err != nil {
+		p.out, p.chosen = &output{backend: "none"}, ""
+		return errors.Join(err, closeErr)
+	}
+	p.out, p.fellBack, p.chosen = out, fellBack, name
+	return closeErr
+}
 
 // Close stops the device. Call it after every Play has returned.
-func (p *Player) Close() error { return p.out.close() }
+func (p *Player) Close() error {
+	p.devMu.Lock()
+	defer p.devMu.Unlock()
+	var err error
+	if p.out != nil {
+		err = p.out.close()
+		p.out = nil
+	}
+	p.ring.close()
+	return err
+}
+
+// SetSpeed sets the playback speed (MinSpeed..MaxSpeed, pitch kept; only
+// 1 in a build without libsonic); it applies within one device callback,
+// also to audio already buffered. Safe from any goroutine.
+func (p *Player) SetSpeed(speed float64) { p.ring.SetSpeed(speed) }
+
+// Speed is the playback speed in effect.
+func (p *Player) Speed() float64 { return p.ring.Speed() }
+
+// SetVolume sets the volume factor (0..MaxVolume, 1 = as synthesised);
+// it ramps to the new value within one device callback. Safe from any
+// goroutine.
+func (p *Player) SetVolume(v float64) { p.ring.SetVolume(v) }
+
+// Volume is the volume factor in effect.
+func (p *Player) Volume() float64 { return p.ring.Volume() }
 
 // Stop silences the current utterance at once: the consumer drops the
 // buffered audio on its next callback, and a pause ends. Cancel Play's
@@ -180,6 +294,7 @@ loop:
 		}
 	}
 	release() // end of stream: play what is held, however little
+	p.ring.End()
 	end := p.ring.Written()
 	if err := p.drain(ctx, end); err != nil {
 		p.ring.Flush()
@@ -208,21 +323,25 @@ func (p *Player) write(ctx context.Context, pcm []float32, release func()) error
 	return nil
 }
 
-// drain waits until the consumer has read up to end (or a flush moved it
-// past). A device that stops calling back would otherwise hang the caller,
-// so it gives up two seconds after the buffered audio should have played.
+// drain waits until the device has had everything up to end (or a flush
+// moved past it). A device that stops calling back would otherwise hang
+// the caller, so it gives up when the consumer has taken nothing for two
+// seconds while not paused (at half speed a second of buffered audio takes
+// two to play, so the wait is judged by progress, not by the amount left).
 func (p *Player) drain(ctx context.Context, end uint64) error {
 	t := time.NewTicker(5 * time.Millisecond)
 	defer t.Stop()
-	left := samplesToDuration(end - min(end, p.ring.r.Load()))
-	deadline := time.Now().Add(left + 2*time.Second)
-	for p.ring.r.Load() < end {
-		if p.ring.Paused() {
-			// A pause may last any time; the device is not stuck.
-			deadline = time.Now().Add(samplesToDuration(end-min(end, p.ring.r.Load())) + 2*time.Second)
+	const stuck = 2 * time.Second
+	deadline := time.Now().Add(stuck)
+	last := p.ring.r.Load()
+	for p.ring.Playing(end) {
+		if r := p.ring.r.Load(); r != last || p.ring.Paused() {
+			// Progress, or a pause (which may last any time): not stuck.
+			last = r
+			deadline = time.Now().Add(stuck)
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("audio: %s backend stopped playing with %v of audio left", p.out.backend, samplesToDuration(end-p.ring.r.Load()))
+			return fmt.Errorf("audio: %s backend stopped playing with %v of audio left", p.Backend(), samplesToDuration(end-min(end, p.ring.r.Load())))
 		}
 		select {
 		case <-ctx.Done():
@@ -288,6 +407,11 @@ func samplesToDuration(n uint64) time.Duration {
 
 // String describes the output for logs.
 func (p *Player) String() string {
+	p.devMu.Lock()
+	defer p.devMu.Unlock()
+	if p.out == nil {
+		return "closed player"
+	}
 	if p.fellBack != nil {
 		return fmt.Sprintf("%s backend (%v)", p.out.backend, p.fellBack)
 	}

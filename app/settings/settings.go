@@ -1,5 +1,7 @@
 // Package settings keeps what the window remembers between runs (last model,
-// voice, language, style, the unsent draft, window size, history limit) in
+// voice, language, style, the unsent draft, window size, history limit,
+// player volume, speed and output device, the Details fold, the CPU
+// precision) in
 // one JSON file in the user's config folder. Writes are atomic, so a crash
 // mid-save leaves the previous file; a file that cannot be read back is
 // reported, kept aside for the user, and replaced by the defaults.
@@ -53,12 +55,32 @@ type Settings struct {
 	ExportFormat string `json:"export_format,omitempty"`
 	// Theme is the window's colours: "" follows the desktop, "light" or "dark".
 	Theme string `json:"theme,omitempty"`
+	// Volume is the playback volume in percent (0..MaxVolume).
+	Volume int `json:"volume"`
+	// Speed is the playback speed (MinSpeed..MaxSpeed, pitch kept).
+	Speed float64 `json:"speed"`
+	// OutputDevice is the playback device's name; "" is the system default.
+	OutputDevice string `json:"output_device,omitempty"`
+	// Details unfolds the latency panel.
+	Details bool `json:"details,omitempty"`
+	// Precision is the CPU engine's weights, applied when a model loads:
+	// "" the engine's default (int8), "int8", or "f32" (the exact reference).
+	Precision string `json:"precision,omitempty"`
 }
+
+// Player bounds: app/audio plays within them, and values outside them are
+// not kept.
+const (
+	DefaultVolume = 100
+	MaxVolume     = 150
+	MinSpeed      = 0.5
+	MaxSpeed      = 2.0
+)
 
 // Defaults is the state of a first start.
 func Defaults() Settings {
 	return Settings{Version: version, Language: "auto", Width: DefaultWidth, Height: DefaultHeight,
-		HistoryMB: DefaultHistoryMB, ExportFormat: "wav"}
+		HistoryMB: DefaultHistoryMB, ExportFormat: "wav", Volume: DefaultVolume, Speed: 1}
 }
 
 // Dir is $TALKBOX_CONFIG, else the user's config folder (os.UserConfigDir:
@@ -149,6 +171,17 @@ func (s Settings) sane() Settings {
 	case "", "light", "dark":
 	default:
 		s.Theme = d.Theme
+	}
+	if s.Volume < 0 || s.Volume > MaxVolume {
+		s.Volume = d.Volume
+	}
+	if !(s.Speed >= MinSpeed && s.Speed <= MaxSpeed) { // NaN too
+		s.Speed = d.Speed
+	}
+	switch s.Precision {
+	case "", "int8", "f32":
+	default:
+		s.Precision = d.Precision
 	}
 	s.Version = version
 	return s

@@ -11,7 +11,8 @@ func TestRoundTrip(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "sub", "settings.json")
 	want := Settings{Model: "/models/Qwen--Qwen3-TTS-12Hz-0.6B-CustomVoice", Voice: "ryan", Language: "english",
 		Instruct: "calm and slow", Draft: "Unsent text\nover two lines.", Width: 1300, Height: 900,
-		HistoryMB: 120, ExportFormat: "flac"}
+		HistoryMB: 120, ExportFormat: "flac", Theme: "dark", Volume: 135, Speed: 1.75,
+		OutputDevice: "Built-in Audio Analog Stereo", Details: true, Precision: "f32"}
 	if err := Save(path, want); err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,8 @@ func TestCorruptFileReportedAndReplaced(t *testing.T) {
 
 func TestOutOfRangeValuesFallBack(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "settings.json")
-	if err := os.WriteFile(path, []byte(`{"width": 5, "height": 99999, "history_mb": -3, "export_format": "mp3", "voice": "aiden"}`), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(`{"width": 5, "height": 99999, "history_mb": -3, "export_format": "mp3", "voice": "aiden",
+		"volume": 151, "speed": 2.5, "precision": "f16"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	got, err := Load(path)
@@ -76,7 +78,8 @@ func TestOutOfRangeValuesFallBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := Defaults()
-	if got.Width != d.Width || got.Height != d.Height || got.HistoryMB != d.HistoryMB || got.ExportFormat != d.ExportFormat {
+	if got.Width != d.Width || got.Height != d.Height || got.HistoryMB != d.HistoryMB || got.ExportFormat != d.ExportFormat ||
+		got.Volume != d.Volume || got.Speed != d.Speed || got.Precision != d.Precision {
 		t.Fatalf("out-of-range values kept: %+v", got)
 	}
 	if got.Voice != "aiden" || got.Language != "auto" {
@@ -104,5 +107,29 @@ func TestThemeKeptOrDropped(t *testing.T) {
 		if err != nil || got.Theme != want {
 			t.Errorf("theme %q: loaded %q (%v), want %q", in, got.Theme, err, want)
 		}
+	}
+}
+
+// A file written before the player settings existed loads with full
+// volume and normal speed (not 0, which would be silent or refused), the
+// default device and the panel folded; a volume of 0 (muted) is kept.
+func TestPlayerFieldsDefaultAndZero(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "settings.json")
+	if err := os.WriteFile(path, []byte(`{"version": 1, "voice": "ryan", "width": 1040, "height": 700}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Volume != DefaultVolume || got.Speed != 1 || got.OutputDevice != "" || got.Details || got.Precision != "" {
+		t.Fatalf("old file: %+v", got)
+	}
+	got.Volume, got.Speed = 0, 0.5
+	if err := Save(path, got); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := Load(path); err != nil || again.Volume != 0 || again.Speed != 0.5 {
+		t.Fatalf("muted at half speed came back as %+v (%v)", again, err)
 	}
 }

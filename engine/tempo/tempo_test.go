@@ -63,3 +63,67 @@ func TestSpeedKeepsPitch(t *testing.T) {
 		}
 	}
 }
+
+// The calls a device callback uses: input written in small blocks, output
+// read into the caller's buffer, the speed changed half way, End for the
+// tail. The output lasts the first half at speed 2 plus the second at 0.5,
+// within 2%, and Discard leaves nothing behind.
+func TestWriteReadIntoSpeedChange(t *testing.T) {
+	if MaxSpeed == 1 {
+		t.Skip("built without libsonic")
+	}
+	const rate = 24000
+	in := make([]float32, 2*rate)
+	for i := range in {
+		in[i] = float32(0.5 * math.Sin(2*math.Pi*220*float64(i)/rate))
+	}
+	s, err := New(rate, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	out := make([]float32, 480)
+	got := 0
+	read := func() {
+		for s.Available() > 0 {
+			got += s.ReadInto(out)
+		}
+	}
+	for i := 0; i < len(in); i += 480 { // 480 divides rate: the change lands at half way
+		if i == rate {
+			if err := s.SetSpeed(0.5); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Write(in[i:min(i+480, len(in))]); err != nil {
+			t.Fatal(err)
+		}
+		read()
+	}
+	if err := s.End(); err != nil {
+		t.Fatal(err)
+	}
+	read()
+	want := float64(rate)/2 + float64(rate)/0.5
+	if math.Abs(float64(got)-want) > 0.02*want {
+		t.Errorf("%d samples out, want about %.0f", got, want)
+	}
+	if err := s.SetSpeed(9); err == nil {
+		t.Error("SetSpeed(9) accepted")
+	}
+	if err := s.Write(in[:5000]); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Discard(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.End(); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.Available(); n != 0 {
+		t.Errorf("%d samples left after Discard", n)
+	}
+	if s.Speed() != 0.5 {
+		t.Errorf("Discard changed the speed to %v", s.Speed())
+	}
+}
