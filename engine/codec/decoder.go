@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"talkbox/engine/backend"
+	"talkbox/engine/codec/gemm"
 	"talkbox/engine/model"
 	"talkbox/engine/safetensors"
 )
@@ -50,18 +51,22 @@ type Decoder struct {
 }
 
 type linear struct {
-	w, b    []float32 // w [out][in]
+	w       *gemm.Matrix // [out][in]
+	b       []float32
 	in, out int
 }
 
 type conv struct {
-	w, b       []float32 // w [out][k][in]
+	w          *gemm.Matrix // [out][k·in], tap by tap
+	b          []float32
 	in, out, k int
 	dil        int
+	off        []int // where tap j starts in the input rows: j·dil·in
 }
 
 type transConv struct {
-	w, b             []float32 // w [s·out][taps·in], b [s·out]
+	w                *gemm.Matrix // [s·out][taps·in]
+	b                []float32    // [s·out]
 	in, out, s, taps int
 }
 
@@ -214,7 +219,7 @@ func newDecoder(cc *model.CodecConfig, src tensorSource) (*Decoder, error) {
 }
 
 func (l *loader) conv1x1(name string, in, out int) linear {
-	return linear{in: in, out: out, w: l.get(name+".weight", out, in, 1)}
+	return newLinear(l.get(name+".weight", out, in, 1), out, in, nil)
 }
 
 // ErrBadCodecConfig is wrapped when decoder_config cannot describe a decoder.
@@ -249,22 +254,20 @@ func checkConfig(c model.CodecDecoderConfig) error {
 }
 
 // framesPerBlock picks how many frames one internal pass handles so that the
-// largest im2col scratch stays near 32 MiB (4 frames for the released
-// decoder, hundreds for the tiny one). Results do not depend on it.
+// largest activation (rows × channels of one stage's output) stays near
+// 8 MiB (11 frames for the released decoder, hundreds for the tiny one).
+// Results do not depend on it.
 func (d *Decoder) framesPerBlock() int {
-	worst := 0
 	rate := 1
 	for _, r := range d.cfg.UpsamplingRatios {
 		rate *= r
 	}
-	worst = max(worst, rate*d.voc0.k*d.voc0.in)
+	worst := rate * max(d.cfg.LatentDim, d.voc0.out)
 	for _, b := range d.blocks {
 		rate *= b.up.s
-		for _, u := range b.units {
-			worst = max(worst, rate*u.conv1.k*u.conv1.in)
-		}
+		worst = max(worst, rate*b.up.out)
 	}
-	return max(1, (32<<20)/4/max(1, worst))
+	return max(1, (8<<20)/4/max(1, worst))
 }
 
 // SamplesPerFrame is the number of output samples per code frame (1920).

@@ -15,6 +15,7 @@
 //     a fresh state fed its left context first; equals the reference output.
 //   - DecodeFull: one unchunked pass.
 //
-// Products run through gemmNT, split across GOMAXPROCS goroutines, with
-// AVX2/FMA kernels on amd64 (dot_amd64.s) and a Go fallback elsewhere.
+// Products run through engine/codec/gemm (packed weights, an AVX2/FMA C
+// kernel chosen at run time, a portable one elsewhere), split across the
+// cores engine/cores grants; the attention's dot products use dot_amd64.s.
 package codec

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"talkbox/engine/backend"
+	"talkbox/engine/codec/gemm"
 	"talkbox/engine/model"
 )
 
@@ -89,18 +90,11 @@ func NewEncoder(m *model.Model) (*Encoder, error) {
 	}
 	mkConv := func(name string, out, in, k, dil, stride int, bias bool) encConv {
 		w := get(name+".weight", out, in, k)
-		c := encConv{conv: conv{in: in, out: out, k: k, dil: dil, w: make([]float32, len(w))}, stride: stride}
-		for o := 0; o < out; o++ {
-			for i := 0; i < in; i++ {
-				for j := 0; j < k; j++ {
-					c.w[(o*k+j)*in+i] = w[(o*in+i)*k+j]
-				}
-			}
-		}
+		var b []float32
 		if bias {
-			c.b = get(name+".bias", out)
+			b = get(name+".bias", out)
 		}
-		return c
+		return encConv{conv: newConv(w, in, out, k, dil, b), stride: stride}
 	}
 	convs := ec.EncoderConvs()
 	next := func(dil, stride int) encConv {
@@ -125,7 +119,7 @@ func NewEncoder(m *model.Model) (*Encoder, error) {
 	for li := 0; li < ec.NumHiddenLayers; li++ {
 		p := fmt.Sprintf("encoder.encoder_transformer.layers.%d.", li)
 		lin := func(name string, out, in int) linear {
-			return linear{in: in, out: out, w: get(p+name+".weight", out, in)}
+			return newLinear(get(p+name+".weight", out, in), out, in, nil)
 		}
 		e.layers = append(e.layers, encLayer{
 			ln1w: get(p+"input_layernorm.weight", H), ln1b: get(p+"input_layernorm.bias", H),
@@ -140,8 +134,8 @@ func NewEncoder(m *model.Model) (*Encoder, error) {
 	e.down = mkConv("encoder.downsample.conv", H, H, dk, 1, dk/2, false)
 	e.down.replicate = true
 	qp := "encoder.quantizer."
-	e.semIn = linear{in: H, out: ec.VQHiddenDim, w: get(qp+"semantic_residual_vector_quantizer.input_proj.weight", ec.VQHiddenDim, H, 1)}
-	e.acIn = linear{in: H, out: ec.VQHiddenDim, w: get(qp+"acoustic_residual_vector_quantizer.input_proj.weight", ec.VQHiddenDim, H, 1)}
+	e.semIn = newLinear(get(qp+"semantic_residual_vector_quantizer.input_proj.weight", ec.VQHiddenDim, H, 1), ec.VQHiddenDim, H, nil)
+	e.acIn = newLinear(get(qp+"acoustic_residual_vector_quantizer.input_proj.weight", ec.VQHiddenDim, H, 1), ec.VQHiddenDim, H, nil)
 	for q := 0; q < e.valid; q++ {
 		p := qp + "semantic_residual_vector_quantizer.layers.0.codebook."
 		if q > 0 {
@@ -211,44 +205,36 @@ func (e *Encoder) Latent(audio []float32) ([]float32, int) {
 
 // causal applies the conv as transformers' MimiConv1d does with
 // use_causal_conv: pad (k-1)·d+1-stride rows on the left and, on the right,
-// what completes the last stride, giving ceil(T/stride) rows. Rows are
-// im2col'd in blocks so long clips stay within bounded scratch memory.
+// what completes the last stride, giving ceil(T/stride) rows. The padded
+// input is built once; output row t's taps start at padded row t·stride.
 func (c *encConv) causal(x []float32, T int) ([]float32, int) {
 	span := (c.k-1)*c.dil + 1
 	left := span - c.stride
 	Tout := (T + c.stride - 1) / c.stride
 	y := make([]float32, Tout*c.out)
-	K := c.k * c.in
 	if c.k == 1 && c.stride == 1 {
-		gemmNT(y, x, c.w, c.b, T, c.out, c.in)
+		gemm.NT(y, x, T, c.w, c.b)
 		return y, Tout
 	}
-	block := max(1, (4<<20)/(4*K)) // ~4 MiB of im2col rows at a time
-	col := make([]float32, min(block, Tout)*K)
-	for t0 := 0; t0 < Tout; t0 += block {
-		t1 := min(t0+block, Tout)
-		n := t1 - t0
-		cb := col[:n*K]
-		parallelRows(n, K, func(a, b int) {
-			for t := t0 + a; t < t0+b; t++ {
-				row := cb[(t-t0)*K : (t-t0+1)*K]
-				for j := 0; j < c.k; j++ {
-					src := t*c.stride + j*c.dil - left
-					dst := row[j*c.in : (j+1)*c.in]
-					switch {
-					case src >= 0 && src < T:
-						copy(dst, x[src*c.in:(src+1)*c.in])
-					case c.replicate:
-						src = max(0, min(T-1, src))
-						copy(dst, x[src*c.in:(src+1)*c.in])
-					default:
-						clear(dst)
-					}
-				}
+	// Padded row r is input row r-lead; output t, tap j reads padded row
+	// t·stride + j·dil + skip (skip > 0 only when there is no left padding).
+	lead, skip := max(left, 0), max(-left, 0)
+	rows := max(lead+T, (Tout-1)*c.stride+skip+span)
+	ext := make([]float32, rows*c.in)
+	copy(ext[lead*c.in:], x[:T*c.in])
+	if c.replicate {
+		for r := 0; r < rows; r++ {
+			if src := r - lead; src < 0 || src >= T {
+				src = max(0, min(T-1, src))
+				copy(ext[r*c.in:(r+1)*c.in], x[src*c.in:(src+1)*c.in])
 			}
-		})
-		gemmNT(y[t0*c.out:t1*c.out], cb, c.w, c.b, n, c.out, K)
+		}
 	}
+	off := make([]int, c.k)
+	for j := range off {
+		off[j] = (j*c.dil + skip) * c.in
+	}
+	gemm.Conv(y, ext, Tout, c.stride*c.in, off, c.w, c.b)
 	return y, Tout
 }
 

@@ -2,7 +2,9 @@ package codec
 
 // HostWeights is the decoder's weights in the layouts the CPU kernels use,
 // for backends that copy them elsewhere (engine/cudacodec uploads them to the
-// GPU). Every slice aliases the Decoder's own memory: treat it as read-only.
+// GPU). The matrices of the products are copies (the Decoder keeps them
+// packed for engine/codec/gemm); every other slice aliases the Decoder's own
+// memory: treat it as read-only.
 //
 // Layouts (row-major):
 //   - Codebooks[q]: [CodebookSize][CodebookVecDim], already divided by
@@ -83,7 +85,9 @@ type HostBlock struct {
 	Units [3]HostUnit
 }
 
-// HostWeights returns the decoder's weights (aliased, read-only).
+// HostWeights returns the decoder's weights. The products' matrices are
+// unpacked into new slices; the other slices alias the Decoder's memory
+// (read-only).
 func (d *Decoder) HostWeights() HostWeights {
 	hw := HostWeights{
 		CodebookVecDim: d.cbDim,
@@ -127,12 +131,14 @@ func (d *Decoder) HostWeights() HostWeights {
 	return hw
 }
 
-func hostLinear(l linear) HostLinear { return HostLinear{W: l.w, B: l.b, In: l.in, Out: l.out} }
+func hostLinear(l linear) HostLinear {
+	return HostLinear{W: l.w.Unpack(), B: l.b, In: l.in, Out: l.out}
+}
 
 func hostConv(c conv) HostConv {
-	return HostConv{W: c.w, B: c.b, In: c.in, Out: c.out, K: c.k, Dil: c.dil}
+	return HostConv{W: c.w.Unpack(), B: c.b, In: c.in, Out: c.out, K: c.k, Dil: c.dil}
 }
 
 func hostTransConv(t transConv) HostTransConv {
-	return HostTransConv{W: t.w, B: t.b, In: t.in, Out: t.out, Stride: t.s, Taps: t.taps}
+	return HostTransConv{W: t.w.Unpack(), B: t.b, In: t.in, Out: t.out, Stride: t.s, Taps: t.taps}
 }

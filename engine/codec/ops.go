@@ -4,6 +4,7 @@ import (
 	"math"
 	"runtime"
 
+	"talkbox/engine/codec/gemm"
 	snakec "talkbox/engine/codec/snake"
 	"talkbox/engine/cores"
 )
@@ -25,7 +26,7 @@ func parallelRows(T, width int, fn func(t0, t1 int)) {
 // apply runs a linear layer on T time-major rows.
 func (l *linear) apply(x []float32, T int) []float32 {
 	y := make([]float32, T*l.out)
-	gemmNT(y, x, l.w, l.b, T, l.out, l.in)
+	gemm.NT(y, x, T, l.w, l.b)
 	return y
 }
 
@@ -34,27 +35,18 @@ func (c *conv) histRows() int { return (c.k - 1) * c.dil }
 
 // run applies the causal conv to T new rows x. hist holds the previous
 // histRows() input rows (zeros at the start of a stream, which is exactly the
-// official left zero padding) and is updated in place.
+// official left zero padding) and is updated in place. The product reads
+// the taps as row offsets into history-then-input, with no im2col copy.
 func (c *conv) run(hist, x []float32, T int) []float32 {
 	H := c.histRows()
 	y := make([]float32, T*c.out)
 	if H == 0 {
-		gemmNT(y, x, c.w, c.b, T, c.out, c.in)
+		gemm.NT(y, x, T, c.w, c.b)
 		return y
 	}
 	ext := make([]float32, 0, (H+T)*c.in)
 	ext = append(append(ext, hist...), x...)
-	K := c.k * c.in
-	col := make([]float32, T*K)
-	parallelRows(T, K, func(t0, t1 int) {
-		for t := t0; t < t1; t++ {
-			for j := 0; j < c.k; j++ {
-				src := (t + j*c.dil) * c.in
-				copy(col[t*K+j*c.in:t*K+(j+1)*c.in], ext[src:src+c.in])
-			}
-		}
-	})
-	gemmNT(y, col, c.w, c.b, T, c.out, K)
+	gemm.Conv(y, ext, T, c.in, c.off, c.w, c.b)
 	copy(hist, ext[T*c.in:])
 	return y
 }
@@ -64,20 +56,13 @@ func (c *conv) run(hist, x []float32, T int) []float32 {
 func (tc *transConv) run(prev, x []float32, T int) []float32 {
 	y := make([]float32, T*tc.s*tc.out)
 	if tc.taps == 1 {
-		gemmNT(y, x, tc.w, tc.b, T, tc.s*tc.out, tc.in)
+		gemm.NT(y, x, T, tc.w, tc.b)
 		return y
 	}
-	K := 2 * tc.in
-	col := make([]float32, T*K)
-	for t := 0; t < T; t++ {
-		copy(col[t*K:t*K+tc.in], x[t*tc.in:(t+1)*tc.in])
-		if t == 0 {
-			copy(col[tc.in:K], prev)
-		} else {
-			copy(col[t*K+tc.in:(t+1)*K], x[(t-1)*tc.in:t*tc.in])
-		}
-	}
-	gemmNT(y, col, tc.w, tc.b, T, tc.s*tc.out, K)
+	// Row t of prev-then-x is input t-1: tap 0 (input t) starts one row on.
+	ext := make([]float32, 0, (T+1)*tc.in)
+	ext = append(append(ext, prev...), x...)
+	gemm.Conv(y, ext, T, tc.in, []int{tc.in, 0}, tc.w, tc.b)
 	copy(prev, x[(T-1)*tc.in:T*tc.in])
 	return y
 }

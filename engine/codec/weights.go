@@ -3,6 +3,7 @@ package codec
 import (
 	"fmt"
 
+	"talkbox/engine/codec/gemm"
 	"talkbox/engine/model"
 	"talkbox/engine/safetensors"
 )
@@ -67,27 +68,50 @@ func prod(s []int) int {
 }
 
 func (l *loader) linear(name string, out, in int, bias bool) linear {
-	li := linear{in: in, out: out, w: l.get(name+".weight", out, in)}
+	w := l.get(name+".weight", out, in)
+	var b []float32
 	if bias {
-		li.b = l.get(name+".bias", out)
+		b = l.get(name+".bias", out)
 	}
-	return li
+	return newLinear(w, out, in, b)
 }
 
-// conv loads a Conv1d [out, in, k] and reorders it to [out][k][in], the row
-// layout of an im2col'd input.
+// newLinear packs a [out][in] weight for the kernels (a nil w, after a load
+// error, gives zeros).
+func newLinear(w []float32, out, in int, b []float32) linear {
+	if w == nil {
+		w = make([]float32, out*in)
+	}
+	return linear{in: in, out: out, w: gemm.Pack(w, out, in), b: b}
+}
+
+// conv loads a Conv1d [out, in, k].
 func (l *loader) conv(name string, in, out, k, dil int, bias bool) conv {
 	w := l.get(name+".weight", out, in, k)
-	c := conv{in: in, out: out, k: k, dil: dil, w: make([]float32, len(w))}
-	for o := 0; o < out; o++ {
-		for i := 0; i < in; i++ {
-			for j := 0; j < k; j++ {
-				c.w[(o*k+j)*in+i] = w[(o*in+i)*k+j]
+	var b []float32
+	if bias {
+		b = l.get(name+".bias", out)
+	}
+	return newConv(w, in, out, k, dil, b)
+}
+
+// newConv reorders a Conv1d weight [out, in, k] to [out][k][in] (tap by tap,
+// the order the kernels read the input rows in) and packs it.
+func newConv(w []float32, in, out, k, dil int, b []float32) conv {
+	c := conv{in: in, out: out, k: k, dil: dil, b: b, off: make([]int, k)}
+	rw := make([]float32, out*k*in)
+	if w != nil {
+		for o := 0; o < out; o++ {
+			for i := 0; i < in; i++ {
+				for j := 0; j < k; j++ {
+					rw[(o*k+j)*in+i] = w[(o*in+i)*k+j]
+				}
 			}
 		}
 	}
-	if bias {
-		c.b = l.get(name+".bias", out)
+	c.w = gemm.Pack(rw, out, k*in)
+	for j := range c.off {
+		c.off[j] = j * dil * in
 	}
 	return c
 }
@@ -104,10 +128,14 @@ func (l *loader) transConv(name string, in, out, k, s int) transConv {
 		l.err = fmt.Errorf("codec: %s: kernel %d with stride %d is not supported (want k = s or 2s)", name, k, s)
 		return transConv{}
 	}
-	tc := transConv{in: in, out: out, s: s, taps: taps, w: make([]float32, s*out*taps*in), b: make([]float32, s*out)}
+	if l.err != nil {
+		return transConv{}
+	}
+	tc := transConv{in: in, out: out, s: s, taps: taps, b: make([]float32, s*out)}
+	rw := make([]float32, s*out*taps*in)
 	for p := 0; p < s; p++ {
 		for o := 0; o < out; o++ {
-			row := tc.w[(p*out+o)*taps*in:]
+			row := rw[(p*out+o)*taps*in:]
 			for tap := 0; tap < taps; tap++ {
 				for i := 0; i < in; i++ {
 					row[tap*in+i] = w[(i*out+o)*k+p+tap*s]
@@ -116,6 +144,7 @@ func (l *loader) transConv(name string, in, out, k, s int) transConv {
 			tc.b[p*out+o] = b[o]
 		}
 	}
+	tc.w = gemm.Pack(rw, s*out, taps*in)
 	return tc
 }
 
