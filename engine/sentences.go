@@ -23,21 +23,39 @@ const maxSentenceRunes = 400
 // brackets that follow), and at blank lines. Latin . ! ? end a sentence only
 // when followed by space or the end of text, so "3.14" and "e.g.x" stay
 // whole. Empty pieces are dropped; the text of the pieces joined with single
-// spaces is the input modulo whitespace.
+// spaces is the input modulo whitespace. The pieces are
+// text[s.Start:s.End] for the spans of SentenceSpans.
 func SplitSentences(text string) []string {
-	var out []string
-	emit := func(s string) {
-		s = strings.TrimSpace(s)
-		if s == "" {
-			return
+	spans := SentenceSpans(text)
+	if len(spans) == 0 {
+		return nil
+	}
+	out := make([]string, len(spans))
+	for i, s := range spans {
+		out[i] = text[s.Start:s.End]
+	}
+	return out
+}
+
+// Span is a sentence's place in its text: the bytes text[Start:End], with
+// no leading or trailing white space.
+type Span struct{ Start, End int }
+
+// SentenceSpans is where SplitSentences cuts text, as byte offsets, so a
+// reader can show which part of the text is being spoken.
+func SentenceSpans(text string) []Span {
+	var out []Span
+	emit := func(start, end int) {
+		start, end = trimSpan(text, start, end)
+		for start < end && utf8.RuneCountInString(text[start:end]) > maxSentenceRunes {
+			cut := start + softCut(text[start:end], maxSentenceRunes)
+			if s, e := trimSpan(text, start, cut); s < e {
+				out = append(out, Span{s, e})
+			}
+			start, end = trimSpan(text, cut, end)
 		}
-		for utf8.RuneCountInString(s) > maxSentenceRunes {
-			cut := softCut(s, maxSentenceRunes)
-			out = append(out, strings.TrimSpace(s[:cut]))
-			s = strings.TrimSpace(s[cut:])
-		}
-		if s != "" {
-			out = append(out, s)
+		if start < end {
+			out = append(out, Span{start, end})
 		}
 	}
 	start := 0
@@ -46,7 +64,7 @@ func SplitSentences(text string) []string {
 		end := i + size
 		switch {
 		case r == '\n' && strings.HasPrefix(strings.TrimLeft(text[end:], " \t\r"), "\n"):
-			emit(text[start:end])
+			emit(start, end)
 			start = end
 		case isCJKStop(r) || isLatinStop(r):
 			// Take closing quotes/brackets and repeated stops ("?!", "……").
@@ -58,14 +76,26 @@ func SplitSentences(text string) []string {
 				end += s2
 			}
 			if isCJKStop(r) || end == len(text) || startsWithSpace(text[end:]) {
-				emit(text[start:end])
+				emit(start, end)
 				start = end
 			}
 		}
 		i = end
 	}
-	emit(text[start:])
+	emit(start, len(text))
 	return out
+}
+
+// trimSpan narrows text[start:end] to leave out white space at both ends,
+// as strings.TrimSpace does.
+func trimSpan(text string, start, end int) (int, int) {
+	s := text[start:end]
+	lead := len(s) - len(strings.TrimLeftFunc(s, unicode.IsSpace))
+	trail := len(s) - len(strings.TrimRightFunc(s, unicode.IsSpace))
+	if lead == len(s) {
+		return start, start
+	}
+	return start + lead, end - trail
 }
 
 func isCJKStop(r rune) bool   { return r == '。' || r == '！' || r == '？' || r == '；' }

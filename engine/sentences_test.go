@@ -76,3 +76,25 @@ func TestSplitSentencesFitOneRequest(t *testing.T) {
 		t.Errorf("pieces hold %d runes, want %d", total, want)
 	}
 }
+
+// SentenceSpans points at exactly the pieces SplitSentences returns, in
+// order and without overlap, also for run-ons cut at spaces.
+func TestSentenceSpansMatchPieces(t *testing.T) {
+	for _, in := range []string{
+		"", "  Hello. How are you?  Fine!\n\nNew paragraph here.  ",
+		"「走吧。」他说。", strings.Repeat("word ", 300) + "end. " + strings.Repeat("长", 1000),
+		" \u00a0Non-breaking. Spaces\u3000around. ",
+	} {
+		spans, pieces := SentenceSpans(in), SplitSentences(in)
+		if len(spans) != len(pieces) {
+			t.Fatalf("%q: %d spans, %d pieces", in, len(spans), len(pieces))
+		}
+		prev := 0
+		for i, s := range spans {
+			if s.Start < prev || s.End <= s.Start || in[s.Start:s.End] != pieces[i] {
+				t.Fatalf("%q: span %d %v (after %d) is %q, piece is %q", in, i, s, prev, in[s.Start:s.End], pieces[i])
+			}
+			prev = s.End
+		}
+	}
+}

@@ -143,18 +143,29 @@ func deviceLine(e Engine) string {
 	return line
 }
 
-// Speak cancels any utterance in flight and starts a new one. It never
-// blocks: the work runs on the utterance's goroutines.
+// Speak cancels any utterance in flight and starts a new one: the text box's
+// text, or the document in the read view from its marked sentence on. It
+// never blocks: the work runs on the utterance's goroutines.
 func (u *UI) Speak() {
+	if u.doc != nil && !u.docTemp {
+		u.speakFrom(u.doc, u.reader.cur)
+		return
+	}
+	u.speakFrom(newDocument(u.text.Text), 0)
+}
+
+// speakFrom speaks d from sentence first on, showing it in the read view
+// (the text box's own text there only while it is spoken).
+func (u *UI) speakFrom(d *document, first int) {
 	if u.eng == nil {
 		u.showError("No model is loaded yet.")
 		return
 	}
-	text := strings.TrimSpace(u.text.Text)
-	if text == "" {
+	if d.len() == 0 {
 		u.showError("Type some text to speak first.")
 		return
 	}
+	first = min(max(0, first), d.len()-1)
 	req := engine.Request{Language: "auto"}
 	cloneBefore := 0
 	if u.cloning() {
@@ -188,9 +199,19 @@ func (u *UI) Speak() {
 		u.cfg.Player.Stop()
 	}
 	replayDone := u.stopReplay()
+	if d != u.doc {
+		u.refocus = u.win != nil && u.win.Canvas().Focused() == fyne.Focusable(u.text)
+		u.showDocument(d, true)
+		if u.refocus {
+			u.win.Canvas().Unfocus() // keys go to the window: Space pauses, Esc stops
+		}
+	}
+	u.reader.mark(first)
 	u.nextID++
-	utt := speech.New(u.nextID, text, req, u.eng, u.cfg.Player, u.lastRTF)
+	text, sentences := d.from(first)
+	utt := speech.NewSentences(u.nextID, text, sentences, req, u.eng, u.cfg.Player, u.lastRTF)
 	u.cur = utt
+	u.curDoc, u.curFrom = d, first
 	u.current.Store(utt)
 	u.stopBtn.Enable()
 	u.showPaused(false)
@@ -255,6 +276,8 @@ func (u *UI) finish(utt *speech.Utterance) {
 	}
 	u.cur = nil
 	u.current.Store(nil)
+	u.readingDone(outcome == "done")
+	u.curDoc = nil
 	u.stopBtn.Disable()
 	u.showPaused(false)
 	u.pauseBtn.Disable()
@@ -312,6 +335,7 @@ func (u *UI) tick() {
 			u.pending.Store(false)
 			if u.cur == utt { // not finished or superseded meanwhile
 				u.panel.show(f)
+				u.markSpoken(f.Playing)
 			}
 		})
 	}

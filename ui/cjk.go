@@ -78,17 +78,20 @@ func findCJKFont(dirs []string) string {
 // watchCJK checks the fonts the first time CJK text is in the text box and
 // says once what to install when there is no CJK font.
 func (u *UI) watchCJK() {
-	checked := false
-	u.text.OnChanged = func(s string) {
-		if checked || !hasCJK(s) {
-			return
-		}
-		checked = true
-		dirs := cjkFontDirs()
-		go func() {
-			if findCJKFont(dirs) == "" {
-				u.post(func() { u.setStatus(cjkNote) })
-			}
-		}()
+	u.text.OnChanged = u.checkCJK
+}
+
+// checkCJK looks for a CJK font the first time s (text for the window) has
+// CJK in it.
+func (u *UI) checkCJK(s string) {
+	if u.cjkChecked || !hasCJK(s) {
+		return
 	}
+	u.cjkChecked = true
+	dirs := cjkFontDirs()
+	go func() {
+		if findCJKFont(dirs) == "" {
+			u.post(func() { u.setStatus(cjkNote) })
+		}
+	}()
 }

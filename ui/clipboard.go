@@ -19,6 +19,6 @@ func (u *UI) ReadClipboard() {
 		u.showError("The clipboard holds no text.")
 		return
 	}
-	u.text.SetText(text)
+	u.setText(text)
 	u.Speak()
 }

@@ -18,6 +18,26 @@ func isSpeakShortcut(s fyne.Shortcut) bool {
 	return ok && cs.Modifier == fyne.KeyModifierControl && (cs.KeyName == fyne.KeyReturn || cs.KeyName == fyne.KeyEnter)
 }
 
+// prevShortcut and nextShortcut skip to the previous and the next sentence.
+var (
+	prevShortcut = &desktop.CustomShortcut{KeyName: fyne.KeyLeft, Modifier: fyne.KeyModifierAlt}
+	nextShortcut = &desktop.CustomShortcut{KeyName: fyne.KeyRight, Modifier: fyne.KeyModifierAlt}
+)
+
+// skipOf is -1 for the previous-sentence shortcut, 1 for the next, else 0.
+func skipOf(s fyne.Shortcut) int {
+	cs, ok := s.(*desktop.CustomShortcut)
+	switch {
+	case !ok || cs.Modifier != fyne.KeyModifierAlt:
+		return 0
+	case cs.KeyName == fyne.KeyLeft:
+		return -1
+	case cs.KeyName == fyne.KeyRight:
+		return 1
+	}
+	return 0
+}
+
 // isCtrlTab is Ctrl+Tab, which types a tab into the text box (Tab itself
 // moves the focus).
 func isCtrlTab(s fyne.Shortcut) bool {
@@ -32,6 +52,10 @@ func isCtrlTab(s fyne.Shortcut) bool {
 type speakEntry struct {
 	widget.Entry
 	onSpeak, onStop func()
+	onSkip          func(delta int)
+	// onPaste, when set, may take a paste instead of the field (text too
+	// long for it); it reports whether it did.
+	onPaste func(clip string) bool
 }
 
 func newSpeakEntry() *speakEntry {
@@ -60,9 +84,17 @@ func (e *speakEntry) TypedShortcut(s fyne.Shortcut) {
 		if e.MultiLine {
 			e.TypedRune('\t')
 		}
+	case skipOf(s) != 0 && e.onSkip != nil:
+		e.onSkip(skipOf(s))
+	case isPaste(s) && e.onPaste != nil && e.onPaste(s.(*fyne.ShortcutPaste).Clipboard.Content()):
 	default:
 		e.Entry.TypedShortcut(s)
 	}
+}
+
+func isPaste(s fyne.Shortcut) bool {
+	p, ok := s.(*fyne.ShortcutPaste)
+	return ok && p.Clipboard != nil
 }
 
 func (e *speakEntry) TypedKey(k *fyne.KeyEvent) {

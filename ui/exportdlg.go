@@ -26,7 +26,7 @@ func (u *UI) exportDialog() {
 	if u.win == nil || u.eng == nil {
 		return
 	}
-	if strings.TrimSpace(u.text.Text) == "" {
+	if strings.TrimSpace(u.currentText()) == "" {
 		u.showError("Type some text to export first.")
 		return
 	}
@@ -54,7 +54,7 @@ func (u *UI) exportDialog() {
 
 // exportRequest is the request Speak would send for the current pickers.
 func (u *UI) exportRequest() (engine.Request, error) {
-	req := engine.Request{Text: u.text.Text, Language: "auto"}
+	req := engine.Request{Text: u.currentText(), Language: "auto"}
 	if len(u.voices.labels) > 0 {
 		v, err := u.voices.value(u.voice.Selected)
 		if err != nil {

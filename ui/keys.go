@@ -15,6 +15,7 @@ import (
 //     types a tab there.
 //   - Space pauses and resumes when no field has the focus (in a field it
 //     types a space or opens the picker, as usual).
+//   - Alt+Left and Alt+Right skip to the previous and the next sentence.
 
 // keySelect is a picker that passes Esc to the window.
 type keySelect struct {
@@ -40,8 +41,10 @@ func (s *keySelect) TypedKey(k *fyne.KeyEvent) {
 // wireKeys connects the fields to Speak and Stop; build calls it.
 func (u *UI) wireKeys() {
 	for _, e := range []*speakEntry{u.text, u.instruct} {
-		e.onSpeak, e.onStop = u.Speak, u.Stop
+		e.onSpeak, e.onStop, e.onSkip = u.Speak, u.Stop, u.Skip
 	}
+	u.text.onPaste = u.pasteLong
+	u.reader.list.onStop = u.Stop
 	for _, s := range []*keySelect{u.voice, u.lang, u.model, u.output} {
 		s.onStop = u.Stop
 	}

@@ -13,7 +13,7 @@ import (
 
 // press delivers a key the way Fyne's desktop driver routes it: Tab or
 // Shift+Tab moves the focus unless the focused widget accepts tabs; a key
-// with Ctrl is a shortcut, given to the focused widget when it takes
+// with Ctrl or Alt is a shortcut, given to the focused widget when it takes
 // shortcuts and else to the canvas; any other key goes to the focused
 // widget, or to the canvas's key handler when nothing has the focus.
 func press(t *testing.T, c fyne.Canvas, key fyne.KeyName, mod fyne.KeyModifier) {
@@ -29,7 +29,7 @@ func press(t *testing.T, c fyne.Canvas, key fyne.KeyName, mod fyne.KeyModifier) 
 			return
 		}
 	}
-	if mod&fyne.KeyModifierControl != 0 {
+	if mod&(fyne.KeyModifierControl|fyne.KeyModifierAlt) != 0 {
 		s := &desktop.CustomShortcut{KeyName: key, Modifier: mod}
 		if sc, ok := f.(fyne.Shortcutable); ok {
 			sc.TypedShortcut(s)
@@ -120,7 +120,13 @@ func TestSpacePausesOutsideTextBox(t *testing.T) {
 		t.Fatal("Pause disabled while speaking")
 	}
 
-	c.Focus(u.text)
+	if u.text.Visible() {
+		t.Fatal("the text box shows while its text is spoken (the read view should)")
+	}
+	test.Tap(u.editBtn) // back to the text box, still speaking
+	if c.Focused() != fyne.Focusable(u.text) || h.idle() {
+		t.Fatalf("Edit while speaking: focused %v, idle %v", c.Focused(), h.idle())
+	}
 	before := u.text.Text
 	press(t, c, fyne.KeySpace, 0)
 	u.text.TypedRune(' ') // the driver follows a Space key with its rune

@@ -58,7 +58,7 @@ func (u *UI) OpenDocument(path string) {
 				return
 			}
 			u.clearError()
-			u.text.SetText(text)
+			u.setText(text)
 			u.setStatus(fmt.Sprintf("Opened %s (%d characters).", name, utf8.RuneCountInString(text)))
 		})
 	}()

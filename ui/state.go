@@ -34,7 +34,9 @@ func (u *UI) currentSettings() settings.Settings {
 		s.Language = l
 	}
 	s.Instruct = u.instruct.Text
-	s.Draft = u.text.Text
+	if s.Draft = u.currentText(); len(s.Draft) > maxDraftBytes {
+		s.Draft = "" // a book is opened again, not kept in the settings file
+	}
 	if u.win != nil {
 		if sz := u.win.Canvas().Size(); sz.Width > 0 && sz.Height > 0 {
 			s.Width, s.Height = int(sz.Width), int(sz.Height)
@@ -229,19 +231,20 @@ func (u *UI) deleteEntry(e history.Entry) {
 // useEntry puts an entry's text in the text box; the draft it replaces can
 // be brought back with Undo.
 func (u *UI) useEntry(e history.Entry) {
-	if u.text.Text == e.Text {
+	now := u.currentText()
+	if now == e.Text {
 		return
 	}
-	if strings.TrimSpace(u.text.Text) != "" {
-		u.undoText = u.text.Text
+	if strings.TrimSpace(now) != "" {
+		u.undoText = now
 		u.undoBar.Show()
 	}
-	u.text.SetText(e.Text)
+	u.setText(e.Text)
 }
 
 // undoUse brings back the draft the last "Use" replaced.
 func (u *UI) undoUse() {
-	u.text.SetText(u.undoText)
+	u.setText(u.undoText)
 	u.undoText = ""
 	u.undoBar.Hide()
 }

@@ -30,6 +30,7 @@ var palette = map[fyne.ThemeColorName][2]color.NRGBA{
 	theme.ColorNameError:               {rgb(0xb3261e), rgb(0xff8a80)},
 	theme.ColorNameSuccess:             {rgb(0x2e7d32), rgb(0x7bd67f)},
 	theme.ColorNameHyperlink:           {rgb(0x1f56c4), rgb(0x8ab4ff)},
+	theme.ColorNameSelection:           {rgb(0xcfe0ff), rgb(0x2f4a80)},
 }
 
 // textPairs are the text colours and what they are drawn on, for the
@@ -46,6 +47,7 @@ var textPairs = [][2]fyne.ThemeColorName{
 	{theme.ColorNameError, theme.ColorNameBackground},
 	{theme.ColorNameSuccess, theme.ColorNameBackground},
 	{theme.ColorNameHyperlink, theme.ColorNameBackground},
+	{theme.ColorNameForeground, theme.ColorNameSelection}, // selected text, the spoken sentence
 }
 
 func rgb(v uint32) color.NRGBA {

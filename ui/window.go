@@ -94,6 +94,22 @@ type UI struct {
 	replayDone  chan struct{}
 	exporting   bool
 
+	// The reading workflow (reading.go).
+	reader   *readView
+	readPane *fyne.Container // the read view with its bar
+	readInfo *widget.Label
+	editBtn  *widget.Button
+	closeBtn *widget.Button
+	prevBtn  *widget.Button
+	nextBtn  *widget.Button
+	doc      *document // shown in the read view; nil while the text box shows
+	docTemp  bool      // doc is the text box's text, shown while it is spoken
+	curDoc   *document // the document the current utterance reads
+	curFrom  int       // the sentence of curDoc it started at
+	refocus  bool      // the text box had the focus when its text was spoken
+
+	cjkChecked bool // the fonts were checked for CJK text
+
 	// Settings writes: each gets a generation; a background write older
 	// than the last one written is skipped, so a late goroutine never
 	// puts back an older state over the one saved at Close.
@@ -177,7 +193,8 @@ func (u *UI) build() {
 	if u.cfg.Store == nil {
 		u.modelsBtn.Hide()
 	}
-	u.text.SetText(u.prefs.Draft)
+	textArea := u.buildReader()
+	u.setText(u.prefs.Draft)
 	u.instruct.SetText(u.prefs.Instruct)
 
 	names := make([]string, len(u.cfg.Models))
@@ -227,7 +244,7 @@ func (u *UI) build() {
 		container.NewBorder(nil, nil, widget.NewLabel("Language"), nil, u.lang),
 		u.instructR,
 	)
-	buttons := container.NewHBox(u.speakBtn, u.pauseBtn, u.stopBtn, u.saveBtn, u.exportBtn)
+	buttons := container.NewHBox(u.speakBtn, u.pauseBtn, u.prevBtn, u.nextBtn, u.stopBtn, u.saveBtn, u.exportBtn)
 	player := u.buildPlayer()
 	var welcome fyne.CanvasObject
 	if w := u.cfg.Welcome; w != nil {
@@ -238,7 +255,7 @@ func (u *UI) build() {
 	}
 	left := container.NewBorder(welcome,
 		container.NewVBox(u.undoBar, picks, buttons, player, u.status, u.errorMsg, u.audioWarn),
-		nil, nil, u.text)
+		nil, nil, textArea)
 	right := container.NewBorder(
 		u.buildDetails(), nil, nil, nil,
 		container.NewBorder(container.NewBorder(nil, nil, u.histHeader, u.histLimit), nil, nil, nil, u.history.list))
@@ -273,6 +290,8 @@ func (u *UI) Bind(w fyne.Window) {
 	w.SetOnDropped(u.dropped)
 	w.Canvas().AddShortcut(speakShortcut, func(fyne.Shortcut) { u.Speak() })
 	w.Canvas().AddShortcut(&desktopEnter, func(fyne.Shortcut) { u.Speak() })
+	w.Canvas().AddShortcut(prevShortcut, func(fyne.Shortcut) { u.Skip(-1) })
+	w.Canvas().AddShortcut(nextShortcut, func(fyne.Shortcut) { u.Skip(1) })
 	w.Canvas().SetOnTypedKey(u.windowKey)
 }
 

@@ -9,6 +9,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"sort"
+	"strings"
 	"sync/atomic"
 	"time"
 	"unicode"
@@ -31,6 +34,14 @@ type Player interface {
 
 // timelineCap bounds the per-chunk timeline kept for the panel.
 const timelineCap = 512
+
+// MaxKeptAudio bounds the audio an utterance keeps for the history and Save
+// WAV: reading a book aloud would otherwise hold about 350 MB an hour. What
+// is kept is whole sentences from the start, and Text says which.
+const MaxKeptAudio = 15 * time.Minute
+
+// maxKeptSamples is MaxKeptAudio in samples.
+var maxKeptSamples = int(MaxKeptAudio.Seconds() * audio.SampleRate)
 
 // Utterance is one Speak: the text split into sentences, synthesised one
 // after another into a single chunk stream that one Play consumes. Its
@@ -64,6 +75,12 @@ type Utterance struct {
 	waitSince   atomic.Int64
 	timeline    [timelineCap]atomic.Int64 // chunk arrival, ns after submit
 	timelineLen atomic.Int32
+	// sent is the samples handed to the player so far, and ends[i] that
+	// count once sentence i was all handed over (set before sentenceDone
+	// counts it): the playback position falls in sentence i when it is
+	// below ends[i] and at or past ends[i-1].
+	sent atomic.Int64
+	ends []atomic.Int64
 
 	// Written by Run before done closes; read after done only.
 	pcm      []float32
@@ -72,6 +89,9 @@ type Utterance struct {
 	stopped  bool  // cancelled by Stop or a newer Speak
 	stats    []*engine.Stats
 	finished time.Duration
+	kept     int  // sentences whose audio pcm holds in full
+	keptLen  int  // len(pcm) at the end of sentence kept-1
+	capped   bool // pcm reached maxKeptSamples: cut back to keptLen, no longer growing
 }
 
 // New prepares utterance id (the player's Tag for it) of text; req is the
@@ -80,17 +100,41 @@ type Utterance struct {
 // unknown); with the text's expected length it sets the prebuffer. Nothing
 // starts until Run.
 func New(id uint64, text string, req engine.Request, eng Synthesizer, player Player, lastRTF float64) *Utterance {
+	return newUtterance(id, text, engine.SplitSentences(text), req, eng, player, lastRTF)
+}
+
+// NewSentences is New for text already cut into sentences by
+// engine.SplitSentences, such as a document read from one of its sentences
+// on: text is what Text reports, and sentence i of the figures is
+// sentences[i].
+func NewSentences(id uint64, text string, sentences []string, req engine.Request, eng Synthesizer, player Player, lastRTF float64) *Utterance {
+	return newUtterance(id, text, sentences, req, eng, player, lastRTF)
+}
+
+func newUtterance(id uint64, text string, sentences []string, req engine.Request, eng Synthesizer, player Player, lastRTF float64) *Utterance {
 	ctx, cancel := context.WithCancel(context.Background())
 	opt := audio.PlayOptions{RTF: lastRTF, ExpectedSeconds: expectedSeconds(text), Tag: id}
 	return &Utterance{
-		id: id, text: text, sentences: engine.SplitSentences(text), req: req, eng: eng, player: player, playOpt: opt,
-		ctx: ctx, cancel: cancel, done: make(chan struct{}),
+		id: id, text: text, sentences: sentences, req: req, eng: eng, player: player, playOpt: opt,
+		ctx: ctx, cancel: cancel, done: make(chan struct{}), ends: make([]atomic.Int64, len(sentences)),
 		submitted: time.Now(), submittedMono: audio.Now(),
 	}
 }
 
-// Text is the text as typed; Request is the request its sentences are sent with.
-func (u *Utterance) Text() string            { return u.text }
+// Text is the text as typed, or, once Done, only its first sentences when
+// the audio kept stopped at MaxKeptAudio; Request is the request its
+// sentences are sent with.
+func (u *Utterance) Text() string {
+	select {
+	case <-u.done:
+		if u.capped {
+			return strings.Join(u.sentences[:u.kept], " ")
+		}
+	default:
+	}
+	return u.text
+}
+
 func (u *Utterance) Request() engine.Request { return u.req }
 
 // Prebuffer is how much audio the player holds back before it starts.
@@ -149,6 +193,10 @@ func (u *Utterance) synthesize(stream chan<- engine.Chunk) error {
 			}
 			return fmt.Errorf("sentence %d: %w", i+1, err)
 		}
+		u.ends[i].Store(u.sent.Load())
+		if !u.capped {
+			u.kept, u.keptLen = i+1, len(u.pcm)
+		}
 		u.sentenceDone.Store(int32(i + 1))
 	}
 	return nil
@@ -195,6 +243,7 @@ func (u *Utterance) forward(ch <-chan engine.Chunk, stream chan<- engine.Chunk) 
 func (u *Utterance) send(stream chan<- engine.Chunk, c engine.Chunk) error {
 	select {
 	case stream <- c:
+		u.sent.Add(int64(len(c.PCM)))
 		return nil
 	default:
 	}
@@ -206,6 +255,7 @@ func (u *Utterance) send(stream chan<- engine.Chunk, c engine.Chunk) error {
 	}()
 	select {
 	case stream <- c:
+		u.sent.Add(int64(len(c.PCM)))
 		return nil
 	case <-u.ctx.Done():
 		return u.ctx.Err()
@@ -216,7 +266,12 @@ func (u *Utterance) recordChunk(c engine.Chunk) {
 	at := int64(time.Since(u.submitted))
 	u.firstChunk.CompareAndSwap(0, at+1)
 	u.lastChunk.Store(at)
-	u.pcm = append(u.pcm, c.PCM...)
+	if !u.capped && len(u.pcm)+len(c.PCM) > maxKeptSamples {
+		u.capped, u.pcm = true, u.pcm[:u.keptLen]
+	}
+	if !u.capped {
+		u.pcm = append(u.pcm, c.PCM...)
+	}
 	u.samples.Add(int64(len(c.PCM)))
 	frames := c.Frames
 	if frames <= 0 {
@@ -240,19 +295,22 @@ func drainLater(ch <-chan engine.Chunk) {
 
 // Figures is a snapshot for the latency panel.
 type Figures struct {
-	TTFC        time.Duration // -1 = not yet
-	FirstSound  time.Duration // -1 = not yet
-	RTF         float64       // synthesis time so far (less BufferWait) / audio so far; 0 = not yet
-	BufferWait  time.Duration // time synthesis waited on a full playback buffer
-	FramesPerS  float64
-	Frames      int64
-	Audio       time.Duration
-	Underruns   uint64
-	Silent      time.Duration
-	Buffered    time.Duration
-	Held        bool
-	Sentence    int
-	Sentences   int
+	TTFC       time.Duration // -1 = not yet
+	FirstSound time.Duration // -1 = not yet
+	RTF        float64       // synthesis time so far (less BufferWait) / audio so far; 0 = not yet
+	BufferWait time.Duration // time synthesis waited on a full playback buffer
+	FramesPerS float64
+	Frames     int64
+	Audio      time.Duration
+	Underruns  uint64
+	Silent     time.Duration
+	Buffered   time.Duration
+	Held       bool
+	Sentence   int // sentences synthesised
+	Sentences  int
+	// Playing is the sentence at the playback position (0 until playback
+	// has begun): the one to show as being spoken.
+	Playing     int
 	Timeline    []time.Duration
 	Elapsed     time.Duration
 	Synthesised bool // every sentence done
@@ -290,12 +348,22 @@ func (u *Utterance) Snapshot(live audio.Live) Figures {
 		f.Timeline[i] = time.Duration(u.timeline[i].Load())
 	}
 	if live.Tag == u.id {
+		f.Playing = u.playing(int64(math.Round(live.Played.Seconds() * audio.SampleRate)))
 		if live.FirstSound > 0 {
 			f.FirstSound = time.Duration(live.FirstSound - u.submittedMono)
 		}
 		f.Underruns, f.Silent, f.Buffered, f.Held = live.Underruns, live.Silent, live.Buffered, live.Held
 	}
 	return f
+}
+
+// playing is the sentence that holds sample played of the stream: the
+// first one handed over in full whose end lies past it, else the one being
+// synthesised (playback is waiting for it).
+func (u *Utterance) playing(played int64) int {
+	done := int(u.sentenceDone.Load())
+	i := sort.Search(done, func(i int) bool { return u.ends[i].Load() > played })
+	return min(i, max(0, len(u.sentences)-1))
 }
 
 // expectedSeconds guesses the audio length of text for the prebuffer

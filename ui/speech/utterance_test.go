@@ -188,3 +188,57 @@ func TestRTFExcludesBufferWait(t *testing.T) {
 			f.RTF, f.BufferWait, f.Audio, wallRTF)
 	}
 }
+
+// The sentence shown as spoken follows the playback position across the
+// sentences' boundaries, which are counted in samples handed to the player.
+func TestPlayingFollowsPlayback(t *testing.T) {
+	fake := &uitest.FakeEngine{RTF: 0.01}
+	sentences := []string{"One.", "Sentence two is longer.", "Three, the last one."}
+	u := NewSentences(3, strings.Join(sentences, " "), sentences, engine.Request{Voice: "ryan"}, fake, &sink{}, 0)
+	end := runDone(t, u)
+	if end.Err != nil || u.Text() != strings.Join(sentences, " ") {
+		t.Fatalf("err %v, text %q", end.Err, u.Text())
+	}
+	at := func(samples int) int {
+		d := time.Duration(float64(samples) / audio.SampleRate * float64(time.Second))
+		return u.Snapshot(audio.Live{Tag: 3, Played: d}).Playing
+	}
+	b1 := fake.FramesFor(sentences[0]) * uitest.FakeFrameSamples
+	b2 := b1 + fake.FramesFor(sentences[1])*uitest.FakeFrameSamples
+	for _, c := range []struct{ samples, want int }{
+		{0, 0}, {b1 - 1, 0}, {b1, 1}, {b1 + 100, 1}, {b2 - 1, 1}, {b2, 2}, {b2 * 10, 2},
+	} {
+		if got := at(c.samples); got != c.want {
+			t.Errorf("played %d samples (boundaries %d, %d): playing %d, want %d", c.samples, b1, b2, got, c.want)
+		}
+	}
+	if got := u.Snapshot(audio.Live{Tag: 99, Played: time.Second}).Playing; got != 0 {
+		t.Errorf("another Play's position moved this utterance to sentence %d", got)
+	}
+}
+
+// Past MaxKeptAudio the utterance keeps no more audio; what it kept is
+// whole sentences, and Text names just those.
+func TestKeptAudioStopsAtCap(t *testing.T) {
+	fake := &uitest.FakeEngine{RTF: 0.01}
+	sentences := []string{"First sentence.", "Second one here.", "Third sentence now.", "Fourth."}
+	two := (fake.FramesFor(sentences[0]) + fake.FramesFor(sentences[1])) * uitest.FakeFrameSamples
+	defer func(n int) { maxKeptSamples = n }(maxKeptSamples)
+	maxKeptSamples = two + uitest.FakeFrameSamples // part of the third fits
+	p := &sink{}
+	u := NewSentences(2, strings.Join(sentences, " "), sentences, engine.Request{Voice: "ryan"}, fake, p, 0)
+	end := runDone(t, u)
+	if end.Err != nil || len(end.PCM) != two {
+		t.Fatalf("err %v, kept %d samples, want the first two sentences' %d", end.Err, len(end.PCM), two)
+	}
+	if want := sentences[0] + " " + sentences[1]; u.Text() != want {
+		t.Fatalf("text %q, want %q", u.Text(), want)
+	}
+	played := 0
+	for _, c := range p.chunks {
+		played += len(c.PCM)
+	}
+	if played <= two {
+		t.Fatalf("the player got %d samples: the cap must not cut playback", played)
+	}
+}
