@@ -368,13 +368,16 @@ func (p *Player) result(utt uint64, hold time.Duration) Result {
 
 // Live is a snapshot for the latency panel, cheap enough for a 10 Hz ticker.
 type Live struct {
-	Tag        uint64 // PlayOptions.Tag of the Play these figures belong to
-	Utterance  uint64
-	Playing    bool          // a Play is running
-	Held       bool          // prebuffering: playback not started yet
-	Paused     bool          // Pause is in effect
-	Buffered   time.Duration // audio in the ring
-	Played     time.Duration
+	Tag       uint64 // PlayOptions.Tag of the Play these figures belong to
+	Utterance uint64
+	Playing   bool          // a Play is running
+	Held      bool          // prebuffering: playback not started yet
+	Paused    bool          // Pause is in effect
+	Buffered  time.Duration // audio in the ring
+	Played    time.Duration
+	// Position is how far playback is into the stream as written, which
+	// differs from Played at another speed: what a reader follows.
+	Position   time.Duration
 	Underruns  uint64
 	Silent     time.Duration
 	FirstSound int64 // Now() clock; 0 = none yet
@@ -394,6 +397,7 @@ func (p *Player) Live() Live {
 	}
 	if s := p.ring.Stats(); s.Utterance == utt {
 		l.Played = samplesToDuration(s.Played)
+		l.Position = samplesToDuration(s.Consumed)
 		l.Underruns = s.Underruns
 		l.Silent = samplesToDuration(s.Silent)
 		l.FirstSound = s.FirstSound

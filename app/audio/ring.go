@@ -79,10 +79,12 @@ type Ring struct {
 	stretching     bool    // audio goes through st (speed is, or was until st drained, not 1)
 	tailDone       bool    // st.End was called for the end of this utterance
 	curGain        float32 // the volume the last callback ended at
+	base           uint64  // read counter at the current utterance's first sample
 
 	// Consumer-published per-utterance figures.
 	statsUtterance atomic.Uint64 // utterance the figures below belong to
 	played         atomic.Uint64 // real samples handed to the device
+	consumed       atomic.Uint64 // samples of the stream read from the ring (the time-stretch's input)
 	underruns      atomic.Uint64 // padded callbacks inside the stream
 	silent         atomic.Uint64 // silent samples inside the stream
 	firstSound     atomic.Int64  // clock() of the first callback that copied real samples; 0 = none yet
@@ -267,7 +269,9 @@ func (rg *Ring) Fill(out []float32) {
 		rg.seenUtterance = c.utterance
 		rg.started = false
 		rg.pendingCount, rg.pendingSilence = 0, 0
+		rg.base = max(c.flushTo, rg.r.Load())
 		rg.played.Store(0)
+		rg.consumed.Store(0)
 		rg.underruns.Store(0)
 		rg.silent.Store(0)
 		rg.firstSound.Store(0)
@@ -314,6 +318,9 @@ func (rg *Ring) Fill(out []float32) {
 			rg.pendingCount, rg.pendingSilence = 0, 0
 		}
 		rg.played.Add(uint64(n))
+	}
+	if r > rg.base {
+		rg.consumed.Store(r - rg.base)
 	}
 	if n < len(out) {
 		clear(out[n:])
@@ -409,6 +416,7 @@ func (rg *Ring) applyGain(out []float32) {
 type RingStats struct {
 	Utterance  uint64
 	Played     uint64 // real samples handed to the device
+	Consumed   uint64 // samples of the stream read so far: Played in the stream's own time, whatever the speed
 	Underruns  uint64
 	Silent     uint64 // silent samples inside the stream
 	FirstSound int64  // monotonic ns (see Now); 0 = nothing played yet
@@ -420,6 +428,7 @@ func (rg *Ring) Stats() RingStats {
 	return RingStats{
 		Utterance:  rg.statsUtterance.Load(),
 		Played:     rg.played.Load(),
+		Consumed:   rg.consumed.Load(),
 		Underruns:  rg.underruns.Load(),
 		Silent:     rg.silent.Load(),
 		FirstSound: rg.firstSound.Load(),

@@ -348,7 +348,7 @@ func (u *Utterance) Snapshot(live audio.Live) Figures {
 		f.Timeline[i] = time.Duration(u.timeline[i].Load())
 	}
 	if live.Tag == u.id {
-		f.Playing = u.playing(int64(math.Round(live.Played.Seconds() * audio.SampleRate)))
+		f.Playing = u.playing(int64(math.Round(live.Position.Seconds() * audio.SampleRate)))
 		if live.FirstSound > 0 {
 			f.FirstSound = time.Duration(live.FirstSound - u.submittedMono)
 		}

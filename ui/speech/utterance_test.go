@@ -201,7 +201,7 @@ func TestPlayingFollowsPlayback(t *testing.T) {
 	}
 	at := func(samples int) int {
 		d := time.Duration(float64(samples) / audio.SampleRate * float64(time.Second))
-		return u.Snapshot(audio.Live{Tag: 3, Played: d}).Playing
+		return u.Snapshot(audio.Live{Tag: 3, Position: d}).Playing
 	}
 	b1 := fake.FramesFor(sentences[0]) * uitest.FakeFrameSamples
 	b2 := b1 + fake.FramesFor(sentences[1])*uitest.FakeFrameSamples
@@ -212,7 +212,7 @@ func TestPlayingFollowsPlayback(t *testing.T) {
 			t.Errorf("played %d samples (boundaries %d, %d): playing %d, want %d", c.samples, b1, b2, got, c.want)
 		}
 	}
-	if got := u.Snapshot(audio.Live{Tag: 99, Played: time.Second}).Playing; got != 0 {
+	if got := u.Snapshot(audio.Live{Tag: 99, Position: time.Second}).Playing; got != 0 {
 		t.Errorf("another Play's position moved this utterance to sentence %d", got)
 	}
 }
