@@ -209,7 +209,9 @@ func (u *UI) speakFrom(d *document, first int) {
 	u.reader.mark(first)
 	u.nextID++
 	text, sentences := d.from(first)
-	utt := speech.NewSentences(u.nextID, text, sentences, req, u.eng, u.cfg.Player, u.lastRTF)
+	// Played faster, the audio must be made faster too: the prebuffer
+	// policy sees the RTF against playing time.
+	utt := speech.NewSentences(u.nextID, text, sentences, req, u.eng, u.cfg.Player, u.lastRTF*u.prefs.Speed)
 	u.cur = utt
 	u.curDoc, u.curFrom = d, first
 	u.current.Store(utt)

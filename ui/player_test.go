@@ -286,3 +286,26 @@ func containsText(o fyne.CanvasObject, text string) bool {
 	}
 	return false
 }
+
+// At a higher speed the audio is played faster than it was measured to be
+// made, so the prebuffer policy holds some back where at speed 1 it would
+// start at once.
+func TestSpeedCountsInPrebuffer(t *testing.T) {
+	h := newHarness(t, &uitest.FakeEngine{RTF: 0.2}, nil)
+	h.ready()
+	u := h.ui
+	u.text.SetText("A sentence long enough to need a prebuffer when played fast.")
+	for _, c := range []struct {
+		speed float64
+		hold  bool
+	}{{1, false}, {2, true}} {
+		u.lastRTF = 0.6
+		u.speed.SetValue(c.speed)
+		test.Tap(u.speakBtn)
+		if got := strings.Contains(u.status.Text, "holding"); got != c.hold {
+			t.Errorf("speed %v after an RTF of 0.6: status %q, want holding %v", c.speed, u.status.Text, c.hold)
+		}
+		test.Tap(u.stopBtn)
+		h.waitFor("the stop", h.idle)
+	}
+}

@@ -373,7 +373,7 @@ type Live struct {
 	Playing   bool          // a Play is running
 	Held      bool          // prebuffering: playback not started yet
 	Paused    bool          // Pause is in effect
-	Buffered  time.Duration // audio in the ring
+	Buffered  time.Duration // audio in the ring, as long as it will take to play
 	Played    time.Duration
 	// Position is how far playback is into the stream as written, which
 	// differs from Played at another speed: what a reader follows.
@@ -393,7 +393,8 @@ func (p *Player) Live() Live {
 		Playing:   p.busy.Load(),
 		Held:      p.busy.Load() && !p.released.Load(),
 		Paused:    p.ring.Paused(),
-		Buffered:  samplesToDuration(uint64(p.ring.Buffered())),
+		// In playing time: at speed 2 a second of synthesised audio lasts half.
+		Buffered: samplesToDuration(uint64(float64(p.ring.Buffered()) / p.ring.Speed())),
 	}
 	if s := p.ring.Stats(); s.Utterance == utt {
 		l.Played = samplesToDuration(s.Played)
