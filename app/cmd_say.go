@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -100,7 +101,11 @@ func runSay(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	e, err := engine.Open(ctx, dir, engine.Options{Backend: *backendName, Threads: *threads, Precision: *precision, OfficialRegex: *officialRegex})
+	// Warnings only on stderr: why the GPU is not used (the engine says it
+	// at info level) goes on the summary line's next line instead.
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	e, err := engine.Open(ctx, dir, engine.Options{Backend: *backendName, Threads: *threads, Precision: *precision,
+		OfficialRegex: *officialRegex, Logger: logger})
 	if err != nil {
 		return err
 	}
@@ -150,6 +155,9 @@ func runSay(args []string, stdout, stderr io.Writer) error {
 		report = stderr // standard output carries the data
 	}
 	printSayStats(report, res)
+	if n := e.GPUNote(); n != "" {
+		fmt.Fprintf(report, "GPU not used: %s\n", n)
+	}
 	return nil
 }
 

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"fyne.io/fyne/v2"
@@ -116,10 +118,22 @@ func runWindow() error {
 	u.Bind(w)
 	w.Resize(fyne.NewSize(float32(cfg.Settings.Width), float32(cfg.Settings.Height)))
 	w.SetOnClosed(u.Close)
+	// Every way the app stops tells the window first (see ui.UI.Quitting):
+	// Fyne's own SIGINT/SIGTERM handler quits the app, so this one only
+	// marks it; OnStopped covers the rest (a Quit menu item).
+	a.Lifecycle().SetOnStopped(u.Quitting)
+	stopping := make(chan os.Signal, 1)
+	signal.Notify(stopping, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(stopping)
+	go func() {
+		<-stopping
+		u.Quitting()
+	}()
 
 	if d, err := time.ParseDuration(os.Getenv(envQuitAfter)); err == nil && d > 0 {
 		go func() {
 			time.Sleep(d)
+			u.Quitting()
 			fyne.Do(a.Quit)
 		}()
 	}

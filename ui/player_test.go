@@ -309,3 +309,20 @@ func TestSpeedCountsInPrebuffer(t *testing.T) {
 		h.waitFor("the stop", h.idle)
 	}
 }
+
+// Once the app is stopping, nothing more reaches the widgets: Fyne would
+// run it on the poster's goroutine after its loop has ended.
+func TestQuittingDropsPosts(t *testing.T) {
+	h := newHarness(t, &uitest.FakeEngine{RTF: 0.2}, nil)
+	h.ready()
+	ran := false
+	h.ui.post(func() { ran = true })
+	h.ui.Quitting()
+	h.ui.post(func() { ran = true })
+	for len(h.q) > 0 {
+		(<-h.q)()
+	}
+	if ran {
+		t.Fatal("work posted before and after Quitting ran")
+	}
+}

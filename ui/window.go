@@ -31,6 +31,8 @@ type UI struct {
 	stopped sync.Once
 	pending atomic.Bool // a panel update is queued and not yet run
 	closed  atomic.Bool // after Close nothing more is posted to the UI
+	// quitting is set when the app starts to stop (Quitting), before Close.
+	quitting atomic.Bool
 
 	// UI goroutine state.
 	eng        Engine
@@ -141,11 +143,11 @@ func New(cfg Config) *UI {
 	// completions from background goroutines are dropped, both when posted
 	// and when a queued one finally runs.
 	u.post = func(f func()) {
-		if u.closed.Load() {
+		if u.gone() {
 			return
 		}
 		post(func() {
-			if !u.closed.Load() {
+			if !u.gone() {
 				f()
 			}
 		})
@@ -332,6 +334,17 @@ func startModel(models []Model, last string) int {
 	}
 	return first
 }
+
+// gone reports whether posted work must be dropped: the window is closed
+// or the app is stopping.
+func (u *UI) gone() bool { return u.closed.Load() || u.quitting.Load() }
+
+// Quitting says that the app is about to stop: nothing more is posted to
+// the UI from here on. Once Fyne's event loop has ended, fyne.Do runs a
+// function at once on the caller's goroutine, so a ticker update posted
+// between the loop's end and Close would touch widgets off the UI
+// goroutine. Safe from any goroutine; Close still saves the settings.
+func (u *UI) Quitting() { u.quitting.Store(true) }
 
 // Close stops the ticker and any speech, then closes the engine in the
 // background once the utterance has wound down.
