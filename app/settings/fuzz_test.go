@@ -17,6 +17,7 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte(`{"width": 1040, "height": 700, "language": "auto", "export_format": "flac"}`))
 	f.Add([]byte(`{"width": -1, "height": 1e12}`))
 	f.Add([]byte(`{`))
+	f.Add([]byte(`{"volume": 150, "speed": 0.5, "output_device": "USB", "details": true, "precision": "f32"}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		dir := t.TempDir()
 		p := filepath.Join(dir, "settings.json")
@@ -33,7 +34,9 @@ func FuzzLoad(f *testing.F) {
 				t.Fatalf("damaged file not kept aside")
 			}
 		}
-		if s.Width < minWidth || s.Width > maxSide || s.Height < minHeight || s.Height > maxSide || s.HistoryMB <= 0 {
+		if s.Width < minWidth || s.Width > maxSide || s.Height < minHeight || s.Height > maxSide || s.HistoryMB <= 0 ||
+			s.Volume < 0 || s.Volume > MaxVolume || !(s.Speed >= MinSpeed && s.Speed <= MaxSpeed) ||
+			(s.Precision != "" && s.Precision != "int8" && s.Precision != "f32") {
 			t.Fatalf("unusable settings %+v", s)
 		}
 	})
