@@ -7,6 +7,7 @@ import (
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 
 	"talkbox/app/audio"
@@ -92,7 +93,8 @@ func (u *UI) buildPlayer() fyne.CanvasObject {
 	u.outputNote.Importance = widget.WarningImportance
 	u.outputNote.Wrapping = fyne.TextWrapWord
 	u.outputNote.Hide()
-	outputRow := container.NewBorder(nil, nil, widget.NewLabel("Output"), nil, u.output)
+	u.outputRefresh = widget.NewButtonWithIcon("", theme.ViewRefreshIcon(), u.listOutputs)
+	outputRow := container.NewBorder(nil, nil, widget.NewLabel("Output"), u.outputRefresh, u.output)
 	if _, ok := u.cfg.Player.(outputChooser); !ok {
 		outputRow.Hide()
 	}
@@ -123,11 +125,13 @@ func (u *UI) setSpeed(v float64) {
 	}
 }
 
-// startOutputs lists the playback devices in the background and moves
-// playback to the remembered one. A remembered device that is gone (or
-// fails to open) leaves playback on the system default with a note in the
-// window; the choice stays remembered for when the device is back.
-func (u *UI) startOutputs() {
+// listOutputs lists the playback devices in the background (at start and
+// on the refresh button) and moves playback to the remembered one when it
+// is listed and not in use yet. A remembered device that is gone (or fails
+// to open) leaves playback on the system default with a note in the
+// window; the choice stays remembered, so a refresh once it is plugged in
+// again takes it back.
+func (u *UI) listOutputs() {
 	oc, ok := u.cfg.Player.(outputChooser)
 	if !ok {
 		return
@@ -136,18 +140,20 @@ func (u *UI) startOutputs() {
 	go func() {
 		list, err := oc.Outputs()
 		var useErr error
-		if err == nil && want != "" {
+		if err == nil && want != "" && oc.Output() != want {
 			useErr = oc.UseOutput(want)
 		}
+		now := oc.Output()
 		u.post(func() {
-			u.showOutputs(list, err)
+			u.showOutputs(list)
+			u.selectOutput(now)
 			switch {
 			case err != nil:
 				u.showOutputNote("Could not list the output devices (" + err.Error() + "); playing on the system default.")
 			case useErr != nil:
 				u.showOutputNote(outputGoneNote(want, useErr))
 			default:
-				u.selectOutput(want)
+				u.outputNote.Hide()
 			}
 		})
 	}()
@@ -162,7 +168,7 @@ func outputGoneNote(name string, err error) string {
 }
 
 // showOutputs fills the picker: the system default first, then the devices.
-func (u *UI) showOutputs(list []audio.Output, err error) {
+func (u *UI) showOutputs(list []audio.Output) {
 	opts := []string{systemDefault}
 	for _, o := range list {
 		opts = append(opts, o.Name)
@@ -172,7 +178,6 @@ func (u *UI) showOutputs(list []audio.Output, err error) {
 	u.output.SetSelectedIndex(0)
 	u.outputGuard = false
 	u.output.Enable()
-	u.outputs = list
 }
 
 // selectOutput shows name as the picked device without switching to it.

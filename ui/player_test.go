@@ -136,13 +136,23 @@ type devicePlayer struct {
 	used   []string
 }
 
-func (d *devicePlayer) Outputs() ([]audio.Output, error) { return d.list, nil }
+func (d *devicePlayer) Outputs() ([]audio.Output, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]audio.Output(nil), d.list...), nil
+}
+
+func (d *devicePlayer) plugIn(name string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.list = append(d.list, audio.Output{Name: name})
+}
 
 func (d *devicePlayer) UseOutput(name string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.used = append(d.used, name)
-	if _, err := audio.FindOutput(d.list, name); err != nil {
+	if _, err := audio.FindOutput(d.list, name); err != nil { // d.mu is held
 		return err
 	}
 	if d.broken[name] {
@@ -161,8 +171,9 @@ func (d *devicePlayer) Output() string {
 
 // A remembered device that has been unplugged: playback stays on the
 // system default, the window says so, and the choice stays remembered for
-// when it is back. Picking a device moves playback there and remembers
-// it; one that fails to open puts the picker back on the default.
+// when it is back: the refresh button, once it is plugged in, takes it
+// back. Picking a device moves playback there and remembers it; one that
+// fails to open puts the picker back on the default.
 func TestOutputDeviceFallbackAndChoice(t *testing.T) {
 	var saved savedSettings
 	var dp *devicePlayer
@@ -188,6 +199,14 @@ func TestOutputDeviceFallbackAndChoice(t *testing.T) {
 	}
 	if got := u.currentSettings().OutputDevice; got != "USB headset" {
 		t.Fatalf("the missing device was forgotten: %q", got)
+	}
+
+	dp.plugIn("USB headset")
+	test.Tap(u.outputRefresh)
+	h.waitFor("the refreshed list", func() bool { return len(u.output.Options) == 4 })
+	if dp.Output() != "USB headset" || u.output.Selected != "USB headset" || u.outputNote.Visible() {
+		t.Fatalf("after plugging the headset in and refreshing: playing on %q, picker %q, note %v",
+			dp.Output(), u.output.Selected, u.outputNote.Visible())
 	}
 
 	u.output.SetSelected("Speakers")

@@ -71,7 +71,8 @@ type UI struct {
 	speedVal   *widget.Label
 	output     *keySelect
 	outputNote *widget.Label
-	outputs    []audio.Output
+	// outputRefresh lists the devices again (one plugged in since start).
+	outputRefresh *widget.Button
 	// outputGuard is set while code changes the device picker; outputSeq
 	// numbers device changes so only the latest one's result is shown.
 	outputGuard bool
@@ -302,7 +303,7 @@ func (u *UI) Bind(w fyne.Window) {
 // that refreshes the latency panel about ten times a second.
 func (u *UI) Start() {
 	go u.tick()
-	u.startOutputs()
+	u.listOutputs()
 	u.refreshHistory()
 	switch i := startModel(u.cfg.Models, u.prefs.Model); {
 	case i >= 0:
