@@ -13,8 +13,8 @@ import (
 //   - Ctrl+Enter speaks and Esc stops, whatever is focused.
 //   - Tab and Shift+Tab move the focus, also out of the text box; Ctrl+Tab
 //     types a tab there.
-//   - Space pauses and resumes when no field has the focus (in a field it
-//     types a space or opens the picker, as usual).
+//   - Space pauses and resumes when no field has the focus, or a slider has
+//     it (in a field it types a space or opens the picker, as usual).
 //   - Alt+Left and Alt+Right skip to the previous and the next sentence.
 
 // keySelect is a picker that passes Esc to the window.
@@ -49,7 +49,7 @@ func (u *UI) wireKeys() {
 		s.onStop = u.Stop
 	}
 	for _, s := range []*keySlider{u.volume, u.speed} {
-		s.onStop = u.Stop
+		s.onStop, s.onSpace = u.Stop, u.TogglePause
 	}
 }
 

@@ -143,6 +143,16 @@ func TestSpacePausesOutsideTextBox(t *testing.T) {
 	if h.player.Paused() || u.pauseBtn.Text != pauseLabel {
 		t.Fatalf("Space did not resume: paused=%v button %q", h.player.Paused(), u.pauseBtn.Text)
 	}
+	for _, s := range []*keySlider{u.volume, u.speed} {
+		c.Focus(s)
+		press(t, c, fyne.KeySpace, 0)
+		paused := h.player.Paused()
+		press(t, c, fyne.KeySpace, 0)
+		if !paused || h.player.Paused() {
+			t.Fatalf("Space on a slider: paused %v then %v, want a pause and a resume", paused, h.player.Paused())
+		}
+	}
+	c.Unfocus()
 	test.Tap(u.pauseBtn)
 	if !h.player.Paused() {
 		t.Fatal("the Pause button did not pause")

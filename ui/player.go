@@ -33,10 +33,12 @@ var _ outputChooser = (*audio.Player)(nil)
 // systemDefault is the picker's first entry: the device the system picks.
 const systemDefault = "System default"
 
-// keySlider is a slider that passes Esc to the window, like keySelect.
+// keySlider is a slider that passes Esc to the window, like keySelect,
+// and Space too (a slider has no use for it), so pausing works while one
+// has the focus.
 type keySlider struct {
 	widget.Slider
-	onStop func()
+	onStop, onSpace func()
 }
 
 func newKeySlider(lo, hi, step float64) *keySlider {
@@ -48,11 +50,19 @@ func newKeySlider(lo, hi, step float64) *keySlider {
 }
 
 func (s *keySlider) TypedKey(k *fyne.KeyEvent) {
-	if k.Name == fyne.KeyEscape && s.onStop != nil {
+	switch {
+	case k.Name == fyne.KeyEscape && s.onStop != nil:
 		s.onStop()
-		return
+	case k.Name == fyne.KeySpace && s.onSpace != nil:
+		s.onSpace()
+	default:
+		// An arrow key is a whole change: it is remembered like a drag's end.
+		before := s.Value
+		s.Slider.TypedKey(k)
+		if s.Value != before && s.OnChangeEnded != nil {
+			s.OnChangeEnded(s.Value)
+		}
 	}
-	s.Slider.TypedKey(k)
 }
 
 func volumeText(percent int) string  { return fmt.Sprintf("%3d%%", percent) }

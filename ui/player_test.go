@@ -97,7 +97,7 @@ func TestPlayerSettingsRestoredAndSaved(t *testing.T) {
 
 // The latency panel starts folded; the toggle unfolds it and the choice is
 // saved at once; while folded, a one-line summary of the last utterance
-// shows beside the toggle.
+// shows beside the toggle. A speed set with an arrow key is saved too.
 func TestDetailsToggle(t *testing.T) {
 	var saved savedSettings
 	h := newHarnessWith(t, &uitest.FakeEngine{RTF: 0.2}, nil, func(c *Config) {
@@ -118,11 +118,16 @@ func TestDetailsToggle(t *testing.T) {
 	if !u.details.Visible() {
 		t.Fatal("Details did not unfold")
 	}
-	h.waitFor("the Details choice to be saved", func() bool {
+	// An arrow key on a slider is saved at once too.
+	u.speed.TypedKey(&fyne.KeyEvent{Name: fyne.KeyRight})
+	h.waitFor("the speed change to be saved", func() bool {
 		saved.mu.Lock()
 		defer saved.mu.Unlock()
-		return len(saved.list) > 0 && saved.list[len(saved.list)-1].Details
+		return len(saved.list) > 0 && saved.list[len(saved.list)-1].Speed == 1.05
 	})
+	if !saved.last(t).Details {
+		t.Fatal("the Details choice was not saved")
+	}
 }
 
 // devicePlayer is the null player with a stand-in list of devices: listed
