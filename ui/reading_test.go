@@ -93,13 +93,13 @@ func TestOpenMegabyteDocumentFast(t *testing.T) {
 	u.reader.list.ScrollTo(u.doc.len() / 2)
 	h.settle()
 	h.win.Canvas().Capture()
-	if took := time.Since(start); took > 500*time.Millisecond || rowFor(u, u.doc.len()/2) == nil {
+	if took := time.Since(start); took > time.Second || rowFor(u, u.doc.len()/2) == nil {
 		t.Fatalf("scrolling to the middle took %v (row shown: %v)", took, rowFor(u, u.doc.len()/2) != nil)
 	}
 
 	start = time.Now()
 	u.Speak()
-	if took := time.Since(start); took > 200*time.Millisecond {
+	if took := time.Since(start); took > 500*time.Millisecond {
 		t.Fatalf("Speak on the book took %v to return", took)
 	}
 	h.waitFor("the first request", func() bool { return len(fake.Requests()) > 0 })
@@ -197,7 +197,7 @@ func TestTapSentenceSpeaksFromThereAndMarkFollows(t *testing.T) {
 	h := newHarness(t, fake, nil)
 	h.ready()
 	u := h.ui
-	text := "Zero is here. One is short. Two is the next one. Three. Four follows three.\n\n" + bookText(readThreshold)
+	text := "Zero is here. One is short. Two is the next one. Three is a longer sentence than the others. Four follows three.\n\n" + bookText(readThreshold)
 	u.setText(text)
 	if u.doc == nil || u.docTemp {
 		t.Fatal("a long text did not open in the read view")
@@ -213,8 +213,8 @@ func TestTapSentenceSpeaksFromThereAndMarkFollows(t *testing.T) {
 	if got := fake.Requests()[0].Text; got != "Two is the next one." || u.curFrom != 2 {
 		t.Fatalf("tapping sentence 2 sent %q (from %d)", got, u.curFrom)
 	}
-	// One 80 ms frame a character: each sentence plays for half a second
-	// or more, so the ticker (10 Hz) sees every one.
+	// One 80 ms frame a character: sentence 3 plays for over three seconds,
+	// so the ticker (10 Hz) sees it even on a busy machine.
 	seen := []int{u.reader.cur}
 	h.waitFor("the mark to reach sentence 4", func() bool {
 		if c := u.reader.cur; c != seen[len(seen)-1] {

@@ -8,6 +8,7 @@ import (
 	"fyne.io/fyne/v2/canvas"
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/driver/desktop"
+	"fyne.io/fyne/v2/layout"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 
@@ -173,7 +174,33 @@ func (v *readView) Resize(s fyne.Size) {
 	}
 }
 
-func (v *readView) CreateRenderer() fyne.WidgetRenderer { return widget.NewSimpleRenderer(v.list) }
+func (v *readView) CreateRenderer() fyne.WidgetRenderer {
+	return widget.NewSimpleRenderer(container.NewThemeOverride(v.list, readTheme{}))
+}
+
+// readInnerPadding is the room around a sentence's text.
+const readInnerPadding = 3
+
+// readTheme is the window's theme with less room between rows, so that the
+// sentences of a paragraph read as one block and the blank line before a
+// paragraph stands out.
+type readTheme struct{}
+
+func (readTheme) current() fyne.Theme { return fyne.CurrentApp().Settings().Theme() }
+func (t readTheme) Color(n fyne.ThemeColorName, v fyne.ThemeVariant) color.Color {
+	return t.current().Color(n, v)
+}
+func (t readTheme) Font(s fyne.TextStyle) fyne.Resource     { return t.current().Font(s) }
+func (t readTheme) Icon(n fyne.ThemeIconName) fyne.Resource { return t.current().Icon(n) }
+func (t readTheme) Size(n fyne.ThemeSizeName) float32 {
+	switch n {
+	case theme.SizeNamePadding:
+		return 1
+	case theme.SizeNameInnerPadding:
+		return readInnerPadding
+	}
+	return t.current().Size(n)
+}
 
 // sentenceList is the read view's list; Esc on it stops, as on every field.
 type sentenceList struct {
@@ -218,7 +245,13 @@ func newSentenceRow(onTap func(*sentenceRow)) *sentenceRow {
 	r.bg.CornerRadius = theme.Size(theme.SizeNameSelectionRadius)
 	r.gap = canvas.NewRectangle(color.Transparent)
 	r.gap.SetMinSize(fyne.NewSize(0, theme.Size(theme.SizeNameText)))
-	r.box = container.NewBorder(r.gap, nil, nil, nil, container.NewStack(r.bg, r.label))
+	// The text lines up with the other text of the window (the label's
+	// inner padding is small here, see readTheme). Rows are made while the
+	// list is drawn, when theme.Size answers with readTheme, so the
+	// window's padding is asked of the app's theme.
+	side := readTheme{}.current().Size(theme.SizeNameInnerPadding) - readInnerPadding
+	text := container.New(layout.NewCustomPaddedLayout(0, 0, side, side), r.label)
+	r.box = container.NewBorder(r.gap, nil, nil, nil, container.NewStack(r.bg, text))
 	r.ExtendBaseWidget(r)
 	return r
 }
@@ -256,5 +289,5 @@ func (r *sentenceRow) Tapped(*fyne.PointEvent) {
 func (r *sentenceRow) Cursor() desktop.Cursor { return desktop.PointerCursor }
 
 func (r *sentenceRow) CreateRenderer() fyne.WidgetRenderer {
-	return widget.NewSimpleRenderer(r.box)
+	return widget.NewSimpleRenderer(container.NewThemeOverride(r.box, readTheme{}))
 }

@@ -121,18 +121,25 @@ func newUtterance(id uint64, text string, sentences []string, req engine.Request
 	}
 }
 
-// Text is the text as typed, or, once Done, only its first sentences when
-// the audio kept stopped at MaxKeptAudio; Request is the request its
+// Text is the text as typed. Once Done it is the text of the audio kept:
+// when a stop or MaxKeptAudio cut the audio short, only the sentences it
+// holds (a sentence cut by a stop counts), joined by spaces, so a book
+// stopped after a page is kept as that page. Request is the request its
 // sentences are sent with.
 func (u *Utterance) Text() string {
 	select {
 	case <-u.done:
-		if u.capped {
-			return strings.Join(u.sentences[:u.kept], " ")
-		}
 	default:
+		return u.text
 	}
-	return u.text
+	n := u.kept
+	if !u.capped && len(u.pcm) > u.keptLen {
+		n++ // the sentence a stop cut
+	}
+	if n >= len(u.sentences) {
+		return u.text
+	}
+	return strings.Join(u.sentences[:n], " ")
 }
 
 func (u *Utterance) Request() engine.Request { return u.req }

@@ -218,7 +218,8 @@ func TestPlayingFollowsPlayback(t *testing.T) {
 }
 
 // Past MaxKeptAudio the utterance keeps no more audio; what it kept is
-// whole sentences, and Text names just those.
+// whole sentences, and Text names just those. A stop also keeps Text to
+// the sentences heard.
 func TestKeptAudioStopsAtCap(t *testing.T) {
 	fake := &uitest.FakeEngine{RTF: 0.01}
 	sentences := []string{"First sentence.", "Second one here.", "Third sentence now.", "Fourth."}
@@ -240,5 +241,33 @@ func TestKeptAudioStopsAtCap(t *testing.T) {
 	}
 	if played <= two {
 		t.Fatalf("the player got %d samples: the cap must not cut playback", played)
+	}
+}
+
+// A stop during the second of four sentences keeps the text of the first
+// two: what the kept audio holds.
+func TestStoppedTextIsWhatWasSpoken(t *testing.T) {
+	fake := &uitest.FakeEngine{RTF: 0.05} // 4 ms a frame: over a second for the second sentence
+	sentences := []string{"First sentence.", "Second one" + strings.Repeat(", long enough to stop inside", 10) + ".", "Third.", "Fourth."}
+	p := &sink{}
+	u := NewSentences(4, strings.Join(sentences, "\n"), sentences, engine.Request{Voice: "ryan"}, fake, p, 0)
+	go u.Run(nil)
+	first := fake.FramesFor(sentences[0])
+	deadline := time.Now().Add(10 * time.Second)
+	for u.Snapshot(audio.Live{}).Frames < int64(first+3) {
+		if time.Now().After(deadline) {
+			t.Fatal("the second sentence never started")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	u.Cancel()
+	<-u.Done()
+	end := u.Outcome()
+	if !end.Stopped || u.Text() != sentences[0]+" "+sentences[1] {
+		t.Fatalf("stopped %v, text %q; want the first two sentences", end.Stopped, u.Text())
+	}
+	whole := NewSentences(5, strings.Join(sentences, "\n"), sentences, engine.Request{Voice: "ryan"}, fake, &sink{}, 0)
+	if runDone(t, whole); whole.Text() != strings.Join(sentences, "\n") {
+		t.Fatalf("a finished utterance's text %q is not the text as given", whole.Text())
 	}
 }
