@@ -9,6 +9,8 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -56,6 +58,7 @@ type benchReport struct {
 	CodecGPU *cudacodec.BenchResult `json:"codec_gpu,omitempty"` // GPU streaming decode, one frame per push
 	E2E      *e2eReport             `json:"e2e,omitempty"`       // text -> PCM through engine.Synthesize
 	Streams  *streamsReport         `json:"streams,omitempty"`   // concurrent utterances
+	Batch    []batchRow             `json:"batch,omitempty"`     // CUDA: B utterances in one batch (LM only)
 	// Stability: one long sampled utterance of --stability frames (no hang,
 	// every code in range).
 	Stability *stabilityReport `json:"stability,omitempty"`
@@ -91,13 +94,29 @@ type e2eReport struct {
 	FirstCodecMS float64 `json:"first_codec_ms"`
 }
 
-// streamsReport is N engines synthesising at once, one utterance each.
+// streamsReport is N utterances synthesised at once on one engine.
 type streamsReport struct {
-	Streams int       `json:"streams"`
-	Frames  int       `json:"frames"`
-	RTF     []float64 `json:"rtf_per_stream"`
-	TTFCMS  []float64 `json:"ttfc_ms_per_stream"`
-	MaxRTF  float64   `json:"max_rtf"`
+	Streams   int       `json:"streams"`
+	Frames    int       `json:"frames"`
+	RTF       []float64 `json:"rtf_per_stream"`
+	TTFCMS    []float64 `json:"ttfc_ms_per_stream"`
+	MaxRTF    float64   `json:"max_rtf"`
+	TTFCp95MS float64   `json:"ttfc_p95_ms"`
+}
+
+// batchRow is B utterances of the same length decoding together in one
+// cuda.Batcher (continuous batching; the LM only, no codec), all admitted at
+// once: their prefills run one after another, so TTFC grows with B.
+type batchRow struct {
+	Streams     int     `json:"streams"`
+	Frames      int     `json:"frames"`
+	StepMS      float64 `json:"step_ms"`        // median wall time of one batched frame (every stream's)
+	RTF         float64 `json:"rtf_per_stream"` // step_ms / 80 ms of audio
+	AudioPerSec float64 `json:"audio_s_per_s"`  // all streams together
+	WeightGBs   float64 `json:"weight_gb_per_s"`
+	TTFCp50MS   float64 `json:"ttfc_lm_p50_ms"` // request -> first frame's codes (prefill queue + prefill + frame 0)
+	TTFCp95MS   float64 `json:"ttfc_lm_p95_ms"`
+	PrefillMS   float64 `json:"prefill_ms"` // median of one stream's prefill
 }
 
 type benchFlags struct {
@@ -106,6 +125,7 @@ type benchFlags struct {
 	frames, runs, threads, rows     int
 	codecFrames, e2eFrames, e2eRuns int
 	streams, stability              int
+	batch                           string
 	cloneSeconds                    float64
 	cloneOnly                       bool
 	fusedMaxLen                     int
@@ -125,7 +145,8 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	intFlagVar(fs, &f.codecFrames, "codec-frames", 10, 0, maxFrames, "skip", "frames for the codec benchmark (0 = skip)")
 	intFlagVar(fs, &f.e2eFrames, "e2e-frames", 0, 0, maxFrames, "skip", "frames per end-to-end run from text (0 = skip; 125 = a 10 s utterance)")
 	intFlagVar(fs, &f.e2eRuns, "e2e-runs", 3, 1, maxRuns, "", "measured end-to-end runs (after one warm-up)")
-	intFlagVar(fs, &f.streams, "streams", 0, 0, 64, "skip", "also run N engines concurrently, one utterance of --e2e-frames each (0 = skip)")
+	intFlagVar(fs, &f.streams, "streams", 0, 0, 64, "skip", "also run N utterances of --e2e-frames at once on one engine (0 = skip)")
+	fs.StringVar(&f.batch, "batch", "", "CUDA: also time B utterances of --frames frames in one batch, for each B of a comma list (e.g. 1,2,4,8,16,32,64)")
 	intFlagVar(fs, &f.stability, "stability", 0, 0, maxFrames, "skip", "also run one sampled utterance of N frames and check every code (0 = skip)")
 	fs.Float64Var(&f.cloneSeconds, "clone-seconds", 10, "Base models: time the voice-clone encoders on a clip this long, 1-30 s (0 = skip)")
 	fs.BoolVar(&f.cloneOnly, "clone-only", false, "time only the voice-clone encoders")
@@ -304,7 +325,86 @@ func benchCUDALM(m *model.Model, f benchFlags, rep *benchReport) error {
 			return err
 		}
 	}
+	if f.batch != "" {
+		if rep.Batch, err = benchBatch(lm, m, f, prompt); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// benchBatch runs B sampled utterances of --frames frames at once through one
+// cuda.Batcher for each B of --batch, after a warm-up at the largest B.
+func benchBatch(lm *cuda.LM, m *model.Model, f benchFlags, prompt backend.Prompt) ([]batchRow, error) {
+	var sizes []int
+	for _, v := range strings.Split(f.batch, ",") {
+		b, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || b < 1 || b > 64 {
+			return nil, usageErrorf("--batch: %q is not a stream count 1..64", v)
+		}
+		sizes = append(sizes, b)
+	}
+	bt, err := cuda.NewBatcher(lm, slices.Max(sizes), f.rows+f.frames+16)
+	if err != nil {
+		return nil, err
+	}
+	defer bt.Close()
+	if bt.Capacity() < slices.Max(sizes) {
+		return nil, fmt.Errorf("--batch: only %d streams fit in GPU memory", bt.Capacity())
+	}
+	talker, predictor := backend.Sampling(m.Generation)
+	frames := max(f.frames, 8)
+	run := func(n int) (steps, ttfc, prefill []time.Duration, wall time.Duration, err error) {
+		res := make([]backend.Result, n)
+		firsts := make([]time.Duration, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		start := time.Now()
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				out := make(chan backend.Frame, frames)
+				opt := backend.GenerateOptions{ExactFrames: frames, Seed: uint64(i + 1), Talker: talker, Predictor: predictor}
+				go func() {
+					<-out
+					firsts[i] = time.Since(start)
+					for range out {
+					}
+				}()
+				res[i], errs[i] = bt.LM().Generate(context.Background(), prompt, opt, out)
+				close(out)
+			}()
+		}
+		wg.Wait()
+		wall = time.Since(start)
+		if err := errors.Join(errs...); err != nil {
+			return nil, nil, nil, 0, err
+		}
+		for i := range res {
+			// Frame 0 waits for the others' prefills; the steady steps follow.
+			steps = append(steps, res[i].FrameTimes[min(2, len(res[i].FrameTimes)-1):]...)
+			ttfc = append(ttfc, firsts[i])
+			prefill = append(prefill, res[i].Prefill)
+		}
+		return steps, ttfc, prefill, wall, nil
+	}
+	if _, _, _, _, err := run(slices.Max(sizes)); err != nil {
+		return nil, fmt.Errorf("batch warm-up: %w", err)
+	}
+	bytes := float64(cuda.FrameWeightBytes(m))
+	var rows []batchRow
+	for _, n := range sizes {
+		steps, ttfc, prefill, _, err := run(n)
+		if err != nil {
+			return nil, fmt.Errorf("batch of %d: %w", n, err)
+		}
+		step := ms(median(steps))
+		rows = append(rows, batchRow{Streams: n, Frames: frames, StepMS: step, RTF: step / 80,
+			AudioPerSec: float64(n) * 80 / step, WeightGBs: bytes / (step * 1e6),
+			TTFCp50MS: ms(percentile(ttfc, 50)), TTFCp95MS: ms(percentile(ttfc, 95)), PrefillMS: ms(median(prefill))})
+	}
+	return rows, nil
 }
 
 // stabilityRun generates one long sampled utterance and checks every code.
@@ -385,8 +485,9 @@ func synthesizeOnce(e *engine.Engine, f benchFlags, voice string, seed uint64) (
 	return st, nil
 }
 
-func openBenchEngine(f benchFlags) (*engine.Engine, string, error) {
-	e, err := engine.Open(context.Background(), f.dir, engine.Options{Backend: f.backend, Threads: f.threads, Precision: f.precision})
+func openBenchEngine(f benchFlags, streams int) (*engine.Engine, string, error) {
+	e, err := engine.Open(context.Background(), f.dir, engine.Options{Backend: f.backend, Threads: f.threads, Precision: f.precision,
+		Streams: streams})
 	if err != nil {
 		return nil, "", err
 	}
@@ -400,7 +501,7 @@ func openBenchEngine(f benchFlags) (*engine.Engine, string, error) {
 // benchEndToEnd runs the real pipeline (tokenizer, prompt, LM, codec) with a
 // fixed frame count; the first run warms every path and is left out.
 func benchEndToEnd(f benchFlags) (*e2eReport, error) {
-	e, voice, err := openBenchEngine(f)
+	e, voice, err := openBenchEngine(f, 1)
 	if err != nil {
 		return nil, err
 	}
@@ -439,49 +540,53 @@ func benchEndToEnd(f benchFlags) (*e2eReport, error) {
 	return rep, nil
 }
 
-// benchStreams opens n engines and synthesises one utterance on each at the
-// same time, after a warm-up utterance each, and reports every stream's RTF.
+// benchStreams opens one engine for n utterances at once (on the GPU: one on
+// the single-stream LM, the others in one batch; on the CPU they take turns)
+// and synthesises n at the same time, after a warm-up round, reporting every
+// stream's RTF and TTFC.
 func benchStreams(f benchFlags) (*streamsReport, error) {
 	n := f.streams
-	engines := make([]*engine.Engine, n)
-	voices := make([]string, n)
-	defer func() {
-		for _, e := range engines {
-			if e != nil {
-				e.Close()
-			}
-		}
-	}()
-	for i := range engines {
-		var err error
-		if engines[i], voices[i], err = openBenchEngine(f); err != nil {
-			return nil, fmt.Errorf("stream %d: %w", i, err)
-		}
-		if _, err := synthesizeOnce(engines[i], f, voices[i], 1); err != nil {
-			return nil, fmt.Errorf("stream %d warm-up: %w", i, err)
-		}
+	e, voice, err := openBenchEngine(f, n)
+	if err != nil {
+		return nil, err
 	}
+	defer e.Close()
 	rep := &streamsReport{Streams: n, Frames: f.e2eFrames, RTF: make([]float64, n), TTFCMS: make([]float64, n)}
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range engines {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			st, err := synthesizeOnce(engines[i], f, voices[i], uint64(100+i))
-			if err != nil {
-				errs[i] = fmt.Errorf("stream %d: %w", i, err)
-				return
-			}
-			rep.RTF[i], rep.TTFCMS[i] = st.RTF, ms(st.TTFC)
-		}()
+	round := func(seed uint64) error {
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				st, err := synthesizeOnce(e, f, voice, seed+uint64(i))
+				if err != nil {
+					errs[i] = fmt.Errorf("stream %d: %w", i, err)
+					return
+				}
+				rep.RTF[i], rep.TTFCMS[i] = st.RTF, ms(st.TTFC)
+			}()
+		}
+		wg.Wait()
+		return errors.Join(errs...)
 	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := round(1); err != nil {
+		return nil, fmt.Errorf("warm-up: %w", err)
+	}
+	if err := round(100); err != nil {
 		return nil, err
 	}
 	rep.MaxRTF = slices.Max(rep.RTF)
+	rep.TTFCp95MS = percentileF(rep.TTFCMS, 95)
 	return rep, nil
+}
+
+// percentileF is the nearest-rank percentile of v.
+func percentileF(v []float64, p int) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	i := (p*len(s)+99)/100 - 1
+	return s[max(0, min(i, len(s)-1))]
 }
 
 // benchPrompt makes rows of the talker width with the scale of real prompt

@@ -28,7 +28,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	modelFlag := fs.String("model", "", "model folder or installed name (default: the installed model)")
 	listen := fs.String("listen", "127.0.0.1:8000", "address to listen on; other than loopback needs --token")
 	token := fs.String("token", "", "require \"Authorization: Bearer TOKEN\" (default: $TALKBOX_TOKEN)")
-	maxStreams := fs.Int("max-streams", 0, "utterances admitted at once (default 1 on the CPU, 8 on the GPU, where they take turns on the engine)")
+	maxStreams := fs.Int("max-streams", 0, "utterances admitted at once (default 1 on the CPU, 8 on the GPU, where they decode together in one batch)")
 	queue := fs.Int("queue", 16, "requests waiting beyond --max-streams before 503 (0: none)")
 	allowOrigin := fs.String("allow-origin", "", "comma-separated browser origins allowed by CORS (\"*\" for any; default none)")
 	timeout := fs.Duration("timeout", server.DefaultRequestTimeout, "deadline of one request, queueing included")
@@ -65,7 +65,14 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	e, err := engine.Open(context.Background(), dir, engine.Options{Backend: *backendName, Threads: *threads, Precision: *precision, Logger: log})
+	// The GPU engine decodes up to this many utterances at once (the CPU one
+	// ignores it): the admitted streams, or the GPU default below.
+	streams := *maxStreams
+	if streams <= 0 {
+		streams = 8
+	}
+	e, err := engine.Open(context.Background(), dir, engine.Options{Backend: *backendName, Threads: *threads, Precision: *precision,
+		Logger: log, Streams: streams})
 	if err != nil {
 		return err
 	}

@@ -44,6 +44,10 @@ type Options struct {
 	Precision     string
 	OfficialRegex bool // tokenize with the official loader's split regex
 	Logger        *slog.Logger
+	// Streams > 1 lets that many utterances run at once on the GPU: while
+	// one runs alone on the single-stream engine, the others decode together
+	// in one batch (cuda.Batcher, continuous batching). Ignored on the CPU.
+	Streams int
 }
 
 // Voice is one preset speaker of a CustomVoice model.
@@ -64,12 +68,19 @@ type Engine struct {
 	codec   backend.Codec
 	// gpuCodec is set when codec runs on the GPU; it holds device memory.
 	gpuCodec *cudacodec.Codec
-	// idleCodec is a decoder stream kept between utterances when it can be
-	// reset: a new GPU stream captures its CUDA graphs again (~16 ms of the
-	// first chunk on an H100). Guarded by busy.
-	idleCodec backend.CodecStream
-	log       *slog.Logger
-	busy      sync.Mutex
+	// idleCodecs are decoder streams kept between utterances when they can
+	// be reset: a new GPU stream captures its CUDA graphs again (~16 ms of
+	// the first chunk on an H100). At most one per utterance that may run at
+	// once (maxIdle; 0 means 1).
+	codecMu    sync.Mutex
+	idleCodecs []backend.CodecStream
+	maxIdle    int
+	log        *slog.Logger
+	// busy is held by the utterance on the single-stream LM.
+	busy sync.Mutex
+	// batch runs the utterances that arrive while busy is held (Streams > 1
+	// on the GPU); nil otherwise.
+	batch *cuda.Batcher
 	// gpuNote says why the GPU is not used when the automatic choice fell
 	// back to the CPU ("" when it runs on the GPU or the CPU was asked for).
 	gpuNote string
@@ -153,6 +164,15 @@ func Open(ctx context.Context, dir string, o Options) (*Engine, error) {
 			if err := gpuLM.Warmup(); err != nil {
 				log.Info("LM warm-up failed", "reason", err)
 			}
+		}
+		if o.Streams > 1 {
+			if e.batch, err = cuda.NewBatcher(gpuLM, o.Streams, 0); err != nil {
+				log.Info("batched decoding unavailable: utterances take turns", "reason", err)
+				e.batch = nil
+			} else if err := e.batch.Warmup(); err != nil {
+				return fail(fmt.Errorf("batch warm-up: %w", err))
+			}
+			e.maxIdle = o.Streams
 		}
 		if err := stopped(); err != nil {
 			return fail(err)
@@ -269,11 +289,16 @@ func (e *Engine) GPUNote() string { return e.gpuNote }
 // Close releases the backend and unmaps the weights.
 func (e *Engine) Close() error {
 	var errs []error
-	e.busy.Lock()
-	if e.idleCodec != nil {
-		errs = append(errs, e.idleCodec.Close())
-		e.idleCodec = nil
+	if e.batch != nil {
+		errs = append(errs, e.batch.Close())
 	}
+	e.busy.Lock()
+	e.codecMu.Lock()
+	for _, cs := range e.idleCodecs {
+		errs = append(errs, cs.Close())
+	}
+	e.idleCodecs = nil
+	e.codecMu.Unlock()
 	e.busy.Unlock()
 	if e.gpuCodec != nil {
 		errs = append(errs, e.gpuCodec.Close())
@@ -339,8 +364,18 @@ func (e *Engine) Synthesize(ctx context.Context, req Request) (<-chan Chunk, err
 		prepare: time.Since(start), device: e.lm.Device(), openCodec: e.takeCodecStream, releaseCodec: e.keepCodecStream,
 		contextCodes: ctxCodes}
 	go func() {
-		// One utterance at a time per engine: the LM holds one KV cache.
-		e.busy.Lock()
+		// The single-stream LM holds one KV cache: one utterance at a time
+		// there. With a batch, an utterance that finds it busy joins the
+		// batch instead of waiting.
+		if e.batch != nil && !e.busy.TryLock() {
+			s.lm = e.batch.LM()
+			s.device = s.lm.Device()
+			s.run(ctx, out)
+			return
+		}
+		if e.batch == nil {
+			e.busy.Lock()
+		}
 		defer e.busy.Unlock()
 		s.run(ctx, out)
 	}()
@@ -353,11 +388,16 @@ type resettableStream interface {
 	Reset() error
 }
 
-// takeCodecStream returns the kept stream, reset, or a new one. Called with
-// busy held (one utterance at a time).
+// takeCodecStream returns a kept stream, reset, or a new one.
 func (e *Engine) takeCodecStream() (backend.CodecStream, error) {
-	if cs := e.idleCodec; cs != nil {
-		e.idleCodec = nil
+	e.codecMu.Lock()
+	var cs backend.CodecStream
+	if n := len(e.idleCodecs); n > 0 {
+		cs = e.idleCodecs[n-1]
+		e.idleCodecs = e.idleCodecs[:n-1]
+	}
+	e.codecMu.Unlock()
+	if cs != nil {
 		if rs, ok := cs.(resettableStream); ok && rs.Reset() == nil {
 			return cs, nil
 		}
@@ -366,14 +406,20 @@ func (e *Engine) takeCodecStream() (backend.CodecStream, error) {
 	return e.codec.NewStream()
 }
 
-// keepCodecStream keeps a resettable stream for the next utterance and
-// closes any other. Called with busy held.
+// keepCodecStream keeps a resettable stream for a later utterance and
+// closes any other.
 func (e *Engine) keepCodecStream(cs backend.CodecStream) {
-	if _, ok := cs.(resettableStream); ok && e.idleCodec == nil {
-		e.idleCodec = cs
-		return
+	if _, ok := cs.(resettableStream); ok {
+		e.codecMu.Lock()
+		if len(e.idleCodecs) < max(1, e.maxIdle) {
+			e.idleCodecs = append(e.idleCodecs, cs)
+			cs = nil
+		}
+		e.codecMu.Unlock()
 	}
-	cs.Close()
+	if cs != nil {
+		cs.Close()
+	}
 }
 
 // CloneEncoders returns the Base model's voice-clone encoders (speaker

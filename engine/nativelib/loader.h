@@ -42,6 +42,15 @@ int nl_tb_project_text(tb_engine *e, const float *x, int rows, float *out, nl_er
 int nl_tb_read_logits(tb_engine *e, float *talker, float *hidden, float *predictor, nl_err *err);
 int nl_tb_sample(tb_engine *e, const float *logits, int n, int frame, int group, int exact, int32_t *out, nl_err *err);
 int nl_tb_bench(tb_engine *e, int what, int iters, float *ms, nl_err *err);
+tb_batch *nl_tb_batch_create(tb_engine *e, int max_streams, int max_positions, nl_err *err);
+void nl_tb_batch_destroy(tb_batch *b);
+int nl_tb_batch_capacity(const tb_batch *b);
+int nl_tb_batch_add(tb_batch *b, const float *rows, int n, const float *trailing, int n_trailing, const float *tts_pad,
+                    const tb_sampler *talker, const tb_sampler *predictor, uint64_t seed, int mask_eos, int *slot,
+                    int32_t *g0, nl_err *err);
+int nl_tb_batch_remove(tb_batch *b, int slot, nl_err *err);
+int nl_tb_batch_step(tb_batch *b, const int32_t *slots, int n, const int32_t *teacher, int32_t *out, nl_err *err);
+int nl_tb_batch_read_logits(tb_batch *b, int slot, float *talker, float *hidden, float *predictor, nl_err *err);
 
 // talkbox_codec.h
 int nl_tbc_device_name(int device, char *name, int cap, nl_err *err);

@@ -37,7 +37,7 @@
 extern "C" {
 #endif
 
-#define TB_ABI_VERSION 6
+#define TB_ABI_VERSION 7
 
 typedef struct tb_engine tb_engine;
 
@@ -162,6 +162,56 @@ int tb_frame_wait(tb_engine *e, int32_t *codes, int32_t *next_g0);
  * other. Fails when tb_create got no text projection or rows <= 0.
  */
 int tb_project_text(tb_engine *e, const float *x, int rows, float *out);
+
+/* ---------------------------------------------------------------------------
+ * Batched decode: many utterances on one engine's weights at once, each a
+ * stream in a slot. A step makes one frame for every stream it lists, reading
+ * each weight once for all of them (tensor-core GEMMs over one row a stream),
+ * so B streams cost far less than B single-stream frames. Streams join
+ * (tb_batch_add: the prompt's prefill) and leave (tb_batch_remove) between
+ * steps; a step may list any subset of the streams. Each stream keeps its
+ * own KV cache, position, sampling parameters, seed, EOS mask and
+ * repetition history; its codes are those the single-stream engine gives,
+ * up to bf16 summation order. The batch shares the engine's device stream:
+ * calls on one batch must not overlap each other.
+ */
+typedef struct tb_batch tb_batch;
+
+#define TB_BATCH_MAX_STREAMS 64
+
+/*
+ * A batch of up to max_streams streams (0: TB_BATCH_MAX_STREAMS) of
+ * max_positions talker positions each (prefill + frames, <= the engine's).
+ * Slots are sized from the free GPU memory (112 KiB a position a slot for
+ * the 0.6B): tb_batch_capacity says how many fit. Fails when not one does.
+ */
+tb_batch *tb_batch_create(tb_engine *e, int max_streams, int max_positions);
+void tb_batch_destroy(tb_batch *b);
+int tb_batch_capacity(const tb_batch *b);
+/*
+ * Admit a stream: prefill its n prompt rows (n x H), keep its text rows
+ * (n_trailing x H) and tts_pad (H), its sampling, seed and EOS mask (as
+ * tb_set_sampling). *slot receives its slot, *g0 the group 0 of its first
+ * frame. Fails with "batch full" when every slot is in use.
+ */
+int tb_batch_add(tb_batch *b, const float *rows, int n, const float *trailing, int n_trailing, const float *tts_pad,
+                 const tb_sampler *talker, const tb_sampler *predictor, uint64_t seed, int mask_eos, int *slot,
+                 int32_t *g0);
+/* Free a stream's slot (finished or cancelled); the other streams go on. */
+int tb_batch_remove(tb_batch *b, int slot);
+/*
+ * One frame for each of the n streams in slots[0..n): row r of out (18
+ * ints) receives slot r's 16 codes, the group 0 its talker sampled for the
+ * next frame, and a flag set when some group had no finite logit. teacher
+ * (n x 16 or NULL) feeds row r's codes back instead of the sampled ones
+ * when teacher[16 r] >= 0. One host synchronisation, at the end.
+ */
+int tb_batch_step(tb_batch *b, const int32_t *slots, int n, const int32_t *teacher, int32_t *out);
+/*
+ * A stream's raw logits of its last step (or of its prefill: no predictor
+ * rows then), as tb_read_logits. Any pointer may be NULL.
+ */
+int tb_batch_read_logits(tb_batch *b, int slot, float *talker, float *hidden, float *predictor);
 
 /* ---------------------------------------------------------------------------
  * Test and benchmark hooks: not needed to synthesise speech. The tests

@@ -67,11 +67,41 @@ constexpr int OUTW = 18;
 
 }  // namespace
 
-struct tb_engine {
+// Device buffers freed together (tb_engine, tb_batch): alloc records each,
+// regrow replaces one, free_all frees them all.
+struct DeviceMem {
+  std::vector<void*> allocs;
+
+  template <class T>
+  int alloc(T** p, size_t count) {
+    void* v = nullptr;
+    CK(cudaMalloc(&v, std::max<size_t>(count * sizeof(T), 16)));
+    allocs.push_back(v);
+    *p = static_cast<T*>(v);
+    return 0;
+  }
+
+  // A grown buffer: frees *p (when set) and allocates count elements there.
+  template <class T>
+  int regrow(T** p, size_t count) {
+    if (*p) {
+      cudaFree(*p);
+      allocs.erase(std::find(allocs.begin(), allocs.end(), (void*)*p));
+      *p = nullptr;
+    }
+    return alloc(p, count);
+  }
+
+  void free_all() {
+    for (void* p : allocs) cudaFree(p);
+    allocs.clear();
+  }
+};
+
+struct tb_engine : DeviceMem {
   int dev = 0;
   cudaStream_t stream = nullptr;
   Params P{};
-  std::vector<void*> allocs;
   int grid = 0, smem = 0, mmax = 0, sms = 0;
   int maxV = 0;  // largest vocabulary (tb_sample's bound)
   unsigned* bars = nullptr;  // the grid barrier's two counters (launch)
@@ -106,7 +136,7 @@ struct tb_engine {
   // Tensor-core prefill (prefill_tc.cuh): the talker's layers as the host
   // sees them, and fp32 buffers for all prompt rows (grown on demand).
   bool tc_prefill = false;
-  std::vector<LayerD> tk_layers;
+  std::vector<LayerD> tk_layers, cp_layers;
   int pf_cap = 0;    // rows the buffers below hold
   float* pf_x = nullptr;    // residual [rows][H]
   float* pf_in = nullptr;   // normed rows / attention contexts [rows][max(H, heads*HD)]
@@ -123,27 +153,7 @@ struct tb_engine {
       if (e) cudaEventDestroy(e);
     if (h_out) cudaFreeHost(h_out);
     if (h_early) cudaFreeHost(h_early);
-    for (void* p : allocs) cudaFree(p);
-  }
-
-  template <class T>
-  int alloc(T** p, size_t count) {
-    void* v = nullptr;
-    CK(cudaMalloc(&v, std::max<size_t>(count * sizeof(T), 16)));
-    allocs.push_back(v);
-    *p = static_cast<T*>(v);
-    return 0;
-  }
-
-  // A grown buffer: frees *p (when set) and allocates count elements there.
-  template <class T>
-  int regrow(T** p, size_t count) {
-    if (*p) {
-      cudaFree(*p);
-      allocs.erase(std::find(allocs.begin(), allocs.end(), (void*)*p));
-      *p = nullptr;
-    }
-    return alloc(p, count);
+    free_all();
   }
 };
 
@@ -321,28 +331,71 @@ bool tc_prefill_fits(const tb_stack_dims& d) {
 // Row tiles per CTA (16 rows each): enough for the prompt in one pass up to 64 rows.
 int gemm_mt(int rows) { return rows <= 16 ? 1 : rows <= 32 ? 2 : 4; }
 
-template <int MT, int NT8, int EPI>
+template <int MT, int NT8, int EPI, bool NORM>
 void gemm_launch(cudaStream_t st, const pf::GemmArgs& g) {
   const int cols = EPI == pf::EPI_SILU ? 4 * NT8 : 8 * NT8;
   const dim3 grid(g.N / cols, (g.M + 16 * MT - 1) / (16 * MT));
-  pf::gemm<MT, NT8, EPI><<<grid, pf::PT, 0, st>>>(g);
+  pf::gemm<MT, NT8, EPI, NORM><<<grid, pf::PT, 0, st>>>(g);
 }
 
-// Column tiles per CTA: wide N (QKV, gate/up) takes 4 tiles so a CTA reuses
-// each activation load 4 times; N = hidden (O, down) takes 1 so there are
-// still ~128 CTAs to stream the weights.
-template <int EPI>
+// Column tiles per CTA (NT8): wide N (QKV, gate/up, heads) takes 4 tiles so a
+// CTA reuses each activation load 4 times (2 at 4 row tiles, for registers);
+// N = hidden (O, down) takes 1 so there are still ~128 CTAs to stream the
+// weights. EPI_SILU's tiles are half gate, half up: at least 2. N must be a
+// multiple of the narrowest choice's columns (8; EPI_SILU 4); the batched
+// decode's tiny test shapes take it where the wide one does not divide N.
+template <int MT, int EPI, bool NORM>
+void gemm_cols(cudaStream_t st, const pf::GemmArgs& g) {
+  constexpr int wide = MT <= 2 ? 4 : 2;
+  constexpr int narrow = EPI == pf::EPI_SILU ? 2 : 1;
+  constexpr int unit = EPI == pf::EPI_SILU ? 4 : 8;
+  if (EPI != pf::EPI_ADD && g.N % (wide * unit) == 0) gemm_launch<MT, wide, EPI, NORM>(st, g);
+  else gemm_launch<MT, narrow, EPI, NORM>(st, g);
+}
+
+// NORM: g.A's rows RMSNorm'd with g.norm on the way in (pf::gemm).
+template <int EPI, bool NORM = false>
 void gemm_run(cudaStream_t st, const pf::GemmArgs& g) {
-  constexpr bool wide = EPI != pf::EPI_ADD;
   switch (gemm_mt(g.M)) {
     case 1:
-      gemm_launch<1, wide ? 4 : 1, EPI>(st, g);
+      gemm_cols<1, EPI, NORM>(st, g);
       break;
     case 2:
-      gemm_launch<2, wide ? 4 : 1, EPI>(st, g);
+      gemm_cols<2, EPI, NORM>(st, g);
       break;
     default:
-      gemm_launch<4, wide ? 2 : 1, EPI>(st, g);
+      gemm_cols<4, EPI, NORM>(st, g);
+  }
+}
+
+// The tensor-core layer loop over n rows of x (stride S.H): the prefill's
+// (rows are one stream's positions 0..n-1) and the batched step's (rows are
+// streams). attend(l, L) runs between the QKV projection and O: it leaves
+// each row's attention context in `in`. FUSED_NORM: the norms run inside
+// the GEMMs they feed (pf::gemm's NORM; the batched decode, where launches
+// are most of a step's time), else as launches of their own (the prefill, as
+// tested against the cooperative passes).
+template <bool FUSED_NORM = false, class Attend>
+void tc_layers(cudaStream_t st, const StackD& S, const LayerD* layers, int n, float* x, float* in, float* qkv,
+               float* mlp, Attend attend) {
+  const int H = S.H, I = S.I, AO = S.nh * HD, QN = (S.nh + 2 * S.nkv) * HD;
+  for (int l = 0; l < S.L; l++) {
+    const LayerD& L = layers[l];
+    if (FUSED_NORM) {
+      gemm_run<pf::EPI_STORE, true>(st, {L.qkv, nullptr, QN, H, x, H, n, qkv, QN, L.in_norm, S.eps});
+    } else {
+      pf::rms_rows<<<n, pf::PT, 0, st>>>(x, H, H, L.in_norm, S.eps, in, H);
+      gemm_run<pf::EPI_STORE>(st, {L.qkv, nullptr, QN, H, in, H, n, qkv, QN});
+    }
+    attend(l, L);
+    gemm_run<pf::EPI_ADD>(st, {L.o, nullptr, H, AO, in, AO, n, x, H});
+    if (FUSED_NORM) {
+      gemm_run<pf::EPI_SILU, true>(st, {L.gate, L.up, I, H, x, H, n, mlp, I, L.post_norm, S.eps});
+    } else {
+      pf::rms_rows<<<n, pf::PT, 0, st>>>(x, H, H, L.post_norm, S.eps, in, H);
+      gemm_run<pf::EPI_SILU>(st, {L.gate, L.up, I, H, in, H, n, mlp, I});
+    }
+    gemm_run<pf::EPI_ADD>(st, {L.down, nullptr, H, I, mlp, I, n, x, H});
   }
 }
 
@@ -362,19 +415,12 @@ int run_prefill_tc(tb_engine* e) {
   CK(cudaMemcpyAsync(x, e->d_rows, (size_t)n * H * 4, cudaMemcpyDeviceToDevice, st));
   const int rope_blocks = (n * (S.nh + 2 * S.nkv) + pf::PW - 1) / pf::PW;
   const int attn_blocks = (n * S.nh + pf::PW - 1) / pf::PW;
-  for (int l = 0; l < S.L; l++) {
-    const LayerD& L = e->tk_layers[l];
-    pf::rms_rows<<<n, pf::PT, 0, st>>>(x, H, H, L.in_norm, S.eps, e->pf_in, H);
-    gemm_run<pf::EPI_STORE>(st, {L.qkv, nullptr, QN, H, e->pf_in, H, n, e->pf_qkv, QN});
+  tc_layers(st, S, e->tk_layers.data(), n, x, e->pf_in, e->pf_qkv, e->pf_mlp, [&](int l, const LayerD& L) {
     const size_t cache = (size_t)l * S.nkv * S.cap * HD;
     pf::rope_cache<<<rope_blocks, pf::PT, 0, st>>>(
         {e->pf_qkv, QN, n, S.nh, S.nkv, L.q_norm, L.k_norm, S.eps, S.rope, S.kc + cache, S.vc + cache, S.cap});
     pf::attend_rows<<<attn_blocks, pf::PT, 0, st>>>(e->pf_qkv, QN, n, S.nh, S.nkv, e->pf_in);
-    gemm_run<pf::EPI_ADD>(st, {L.o, nullptr, H, AO, e->pf_in, AO, n, x, H});
-    pf::rms_rows<<<n, pf::PT, 0, st>>>(x, H, H, L.post_norm, S.eps, e->pf_in, H);
-    gemm_run<pf::EPI_SILU>(st, {L.gate, L.up, I, H, e->pf_in, H, n, e->pf_mlp, I});
-    gemm_run<pf::EPI_ADD>(st, {L.down, nullptr, H, I, e->pf_mlp, I, n, x, H});
-  }
+  });
   CK(cudaGetLastError());
   // The last row's residual goes where the cooperative kernel's head reads
   // it; that kernel (m = 0: head and sampling only) draws group 0.
@@ -548,7 +594,7 @@ tb_engine* tb_create(const tb_weights* w, const tb_params* params) {
 
   Params& P = e->P;
   if (build_stack(e, T, w->talker_layers, w->talker_norm, prm.max_positions, &P.w.tk, &e->tk_layers, "talker") ||
-      build_stack(e, C, w->predictor_layers, w->predictor_norm, MAXG, &P.w.cp, nullptr, "code predictor"))
+      build_stack(e, C, w->predictor_layers, w->predictor_norm, MAXG, &P.w.cp, &e->cp_layers, "code predictor"))
     return bail();
   // The tensor-core prefill where its shape rules allow, else the cooperative passes.
   e->tc_prefill = prm.prefill == TB_PREFILL_TENSOR_CORES && tc_prefill_fits(T);
@@ -948,3 +994,5 @@ int tb_project_text(tb_engine* e, const float* x, int rows, float* out) {
 }
 
 }  // extern "C"
+
+#include "batch_host.cuh"

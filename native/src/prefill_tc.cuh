@@ -53,6 +53,9 @@ struct GemmArgs {
   int lda, M;
   float* C;  // output [M][ldc]
   int ldc;
+  // NORM: A's rows are RMSNorm'd (weights norm [K], epsilon eps) on the way in.
+  const uint16_t* norm;
+  float eps;
 };
 
 // C = A W^T (EPI_STORE), C += A W^T (EPI_ADD, the residual) or
@@ -63,10 +66,16 @@ struct GemmArgs {
 // Fragments: an mma's k order is free as long as A and B agree, so lane (g, t) loads 8 consecutive k of
 // a row (16 bytes of W, 32 of A) and uses k 8t..8t+3 for the first k16 step and 8t+4..8t+7 for the
 // second, instead of the canonical 2t, 2t+1, 2t+8, 2t+9: one vector load per row instead of four.
-template <int MT, int NT8, int EPI>
+//
+// NORM: C is computed for RMSNorm(A) * norm instead of A (the batched decode:
+// one launch instead of two): the products use A * norm, each CTA sums its
+// rows' squares over K on the way, and the epilogue scales each row by its
+// 1 / rms.
+template <int MT, int NT8, int EPI, bool NORM = false>
 __global__ void __launch_bounds__(PT) gemm(const GemmArgs g) {
   static_assert(MT * NT8 <= 8, "partial tiles must fit the shared reduction buffer");
   __shared__ float red[PW][MT * NT8 * 4][32];
+  __shared__ float rss[NORM ? PW : 1][16 * MT];  // NORM: each warp's sums of squares by row
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
   constexpr int P = EPI == EPI_SILU ? NT8 / 2 : NT8;  // output column tiles
   const int n0 = blockIdx.x * 8 * P;
@@ -98,12 +107,16 @@ __global__ void __launch_bounds__(PT) gemm(const GemmArgs g) {
     for (int j = 0; j < NT8; j++)
 #pragma unroll
       for (int e = 0; e < 4; e++) acc[mt][j][e] = 0.f;
+  float ss[MT][2] = {};  // NORM: this lane's sums of squares of rows g and g + 8
 
 #pragma unroll 2
   for (int k = warp * KSTEP; k < g.K; k += PW * KSTEP) {
+    // K a multiple of 8 but not of KSTEP (the batched decode's tiny test
+    // shapes): the lanes past K load zeros.
+    const bool kin = k + kw < g.K;
     uint4 w[NT8];
 #pragma unroll
-    for (int j = 0; j < NT8; j++) w[j] = ldw(wp[j] + k / 8);
+    for (int j = 0; j < NT8; j++) w[j] = kin ? ldw(wp[j] + k / 8) : make_uint4(0, 0, 0, 0);
     float4 av[MT][2][2];
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
@@ -111,8 +124,22 @@ __global__ void __launch_bounds__(PT) gemm(const GemmArgs g) {
       for (int h = 0; h < 2; h++)
 #pragma unroll
         for (int q = 0; q < 2; q++)
-          av[mt][h][q] = ok[mt][h] ? __ldcg(reinterpret_cast<const float4*>(ap[mt][h] + k) + q)
-                                   : make_float4(0.f, 0.f, 0.f, 0.f);
+          av[mt][h][q] = ok[mt][h] && kin ? __ldcg(reinterpret_cast<const float4*>(ap[mt][h] + k) + q)
+                                          : make_float4(0.f, 0.f, 0.f, 0.f);
+    if constexpr (NORM) {
+      const uint4 nw = kin ? __ldg(reinterpret_cast<const uint4*>(g.norm + k + kw)) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+      for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+          float4& a0 = av[mt][h][0];
+          float4& a1 = av[mt][h][1];
+          ss[mt][h] += a0.x * a0.x + a0.y * a0.y + a0.z * a0.z + a0.w * a0.w + a1.x * a1.x + a1.y * a1.y +
+                       a1.z * a1.z + a1.w * a1.w;
+          a0 = make_float4(a0.x * bflo(nw.x), a0.y * bfhi(nw.x), a0.z * bflo(nw.y), a0.w * bfhi(nw.y));
+          a1 = make_float4(a1.x * bflo(nw.z), a1.y * bfhi(nw.z), a1.z * bflo(nw.w), a1.w * bfhi(nw.w));
+        }
+    }
 #pragma unroll
     for (int mt = 0; mt < MT; mt++) {
       uint32_t hi[2][4], lo[2][4];  // [row g / g+8][k pair 0..3]
@@ -141,6 +168,18 @@ __global__ void __launch_bounds__(PT) gemm(const GemmArgs g) {
     for (int j = 0; j < NT8; j++)
 #pragma unroll
       for (int e = 0; e < 4; e++) red[warp][(mt * NT8 + j) * 4 + e][lane] = acc[mt][j][e];
+  if constexpr (NORM) {
+    // The quad's four lanes hold one row's k columns 8t..8t+7 of each step.
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        float v = ss[mt][h];
+        v += __shfl_xor_sync(0xffffffffu, v, 1);
+        v += __shfl_xor_sync(0xffffffffu, v, 2);
+        if (tq == 0) rss[warp][16 * mt + gq + 8 * h] = v;
+      }
+  }
   __syncthreads();
   // Accumulator e of lane l in tile (mt, j): row 16mt + l/4 + 8(e/2), column 8j + 2(l%4) + e%2.
   for (int i = threadIdx.x; i < MT * P * 4 * 32; i += PT) {
@@ -148,14 +187,22 @@ __global__ void __launch_bounds__(PT) gemm(const GemmArgs g) {
     const int row = m0 + 16 * mt + (l >> 2) + 8 * (e >> 1);
     if (row >= g.M) continue;
     const int col = n0 + 8 * j + 2 * (l & 3) + (e & 1);
-    float v = 0.f;
+    float v = 0.f, scale = 1.f;
 #pragma unroll
     for (int w = 0; w < PW; w++) v += red[w][(mt * NT8 + j) * 4 + e][l];
+    if constexpr (NORM) {
+      float t = 0.f;
+#pragma unroll
+      for (int w = 0; w < PW; w++) t += rss[w][row - m0];
+      scale = rsqrtf(t / (float)g.K + g.eps);
+      v *= scale;
+    }
     float* c = g.C + (size_t)row * g.ldc + col;
     if (EPI == EPI_SILU) {
       float u = 0.f;
 #pragma unroll
       for (int w = 0; w < PW; w++) u += red[w][(mt * NT8 + j + P) * 4 + e][l];
+      u *= scale;
       *c = v / (1.f + expf(-v)) * u;
     } else if (EPI == EPI_ADD) {
       *c += v;
@@ -219,6 +266,33 @@ __global__ void __launch_bounds__(PT) rope_cache(const RopeArgs r) {
   for (int d = lane; d < HD; d += 32) dst[d] = f2bf(vec[d]);
 }
 
+// Online softmax: folds B scores s (-inf: no position; the first holds one)
+// and their value rows v (this lane's 4 elements) into the running max m,
+// weight sum l and context acc.
+template <int B>
+__device__ __forceinline__ void softmax_fold(const float (&s)[B], const float4 (&v)[B], float& m, float& l,
+                                             float4& acc) {
+  float mn = m;
+#pragma unroll
+  for (int b = 0; b < B; b++) mn = fmaxf(mn, s[b]);
+  const float corr = expf(m - mn);
+  l *= corr;
+  acc.x *= corr;
+  acc.y *= corr;
+  acc.z *= corr;
+  acc.w *= corr;
+#pragma unroll
+  for (int b = 0; b < B; b++) {
+    const float p = expf(s[b] - mn);
+    l += p;
+    acc.x = fmaf(p, v[b].x, acc.x);
+    acc.y = fmaf(p, v[b].y, acc.y);
+    acc.z = fmaf(p, v[b].z, acc.z);
+    acc.w = fmaf(p, v[b].w, acc.w);
+  }
+  m = mn;
+}
+
 // Causal attention of every (row, q head), one warp each, over the prompt's
 // own fp32 k and v (as the cooperative prefill does within a pass). Writes
 // the context vectors [M][nh*HD].
@@ -247,25 +321,7 @@ __global__ void __launch_bounds__(PT) attend_rows(const float* qkv, int qs, int 
     for (int b = 0; b < B; b++) s[b] = q.x * k[b].x + q.y * k[b].y + q.z * k[b].z + q.w * k[b].w;
 #pragma unroll
     for (int b = 0; b < B; b++) s[b] = j0 + b <= t ? warp_sum(s[b]) * scale : -CUDART_INF_F;
-    float mn = m;
-#pragma unroll
-    for (int b = 0; b < B; b++) mn = fmaxf(mn, s[b]);
-    const float corr = expf(m - mn);
-    l *= corr;
-    acc.x *= corr;
-    acc.y *= corr;
-    acc.z *= corr;
-    acc.w *= corr;
-#pragma unroll
-    for (int b = 0; b < B; b++) {
-      const float p = expf(s[b] - mn);  // 0 for positions past t
-      l += p;
-      acc.x = fmaf(p, v[b].x, acc.x);
-      acc.y = fmaf(p, v[b].y, acc.y);
-      acc.z = fmaf(p, v[b].z, acc.z);
-      acc.w = fmaf(p, v[b].w, acc.w);
-    }
-    m = mn;
+    softmax_fold(s, v, m, l, acc);  // positions past t weigh 0
   }
   const float inv = 1.f / l;
   *reinterpret_cast<float4*>(out + (size_t)t * nh * HD + h * HD + lane * 4) =

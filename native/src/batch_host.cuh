@@ -1,0 +1,444 @@
+// Host side of the batched decode (batch.cuh): slots, admission, the step's
+// launches and the tb_batch_* functions of talkbox_native.h. Included at the
+// end of engine.cu (one compilation unit: it uses the engine's weights,
+// helpers and tensor-core layer loop).
+#include "batch.cuh"
+
+struct tb_batch : DeviceMem {
+  tb_engine* e = nullptr;
+  int cap = 0, tcap = 0;       // slots, talker positions a slot holds
+  int H = 0, Hp = 0, V = 0, Vp = 0, G = 0;
+  bt::Slots s{};
+  Params* d_prm = nullptr;      // [cap]
+  std::vector<Params> prm;      // host copies
+  std::vector<char> used;       // slot -> in use
+  std::vector<int> last_row;    // slot -> its row of tlog in the last work (cap: its prefill)
+  std::vector<int> pos;         // slot -> the talker position of its next step
+  std::vector<float*> trail;    // slot -> its text rows
+  std::vector<size_t> trail_cap;
+  float* pad = nullptr;         // [cap][H]
+  uint32_t* hist = nullptr;     // [cap][hist_words]
+  size_t hist_words = 0;
+  double* scratch = nullptr;    // sampler scratch [2 cap][2 maxV]
+  int32_t* d_rows = nullptr;    // [2 cap] rows of a step (slot of each row), then the identity
+  int32_t* h_rows = nullptr;    // pinned staging of the row list
+  int32_t* h_out = nullptr;     // pinned [cap][OUTW]
+  int32_t* h_teach = nullptr;   // pinned [cap][1 + MAXG]
+  // Work buffers for up to 2 cap rows (the predictor's first step) or a prompt.
+  int wrows = 0;
+  float *x = nullptr, *xin = nullptr, *in = nullptr, *qkv = nullptr, *mlp = nullptr, *hn = nullptr;
+  float *tlog = nullptr, *plog = nullptr;  // [cap + 1][V], [cap][G - 1][Vp]
+  cudaEvent_t done = nullptr;
+  // A step's launches as a CUDA graph for each row count (captured on first
+  // use on their own stream, launched on the engine's): some 900 small
+  // launches a frame, whose launch overhead is most of a small batch's step.
+  cudaStream_t capture = nullptr;
+  std::vector<cudaGraphExec_t> graphs;  // [cap + 1], by row count
+
+  // The graphs hold the work buffers' addresses: dropped when those move.
+  void drop_graphs() {
+    for (auto& g : graphs)
+      if (g) {
+        cudaGraphExecDestroy(g);
+        g = nullptr;
+      }
+  }
+
+  ~tb_batch() {
+    if (!e) return;
+    cudaSetDevice(e->dev);
+    cudaStreamSynchronize(e->stream);
+    drop_graphs();
+    if (capture) cudaStreamDestroy(capture);
+    if (done) cudaEventDestroy(done);
+    for (void* p : {(void*)h_rows, (void*)h_out, (void*)h_teach})
+      if (p) cudaFreeHost(p);
+    for (float* t : trail)
+      if (t) cudaFree(t);
+    free_all();
+  }
+};
+
+namespace {
+
+// Bytes a slot needs on the device: its caches, history, hidden state,
+// tts_pad row and sampler view (its text rows come on admission).
+size_t batch_slot_bytes(const tb_engine* e, int tcap) {
+  const StackD& T = e->P.w.tk;
+  const StackD& C = e->P.w.cp;
+  return 2 * 2 * ((size_t)T.L * T.nkv * tcap * HD + (size_t)C.L * C.nkv * MAXG * HD) +
+         (size_t)(e->P.w.V + 31) / 32 * 4 + 2 * (size_t)e->Htk * 4 + sizeof(Params) + (1 + MAXG + bt::OUTW + 3) * 4;
+}
+
+// The GEMMs' shape rules (gemm_run): K and N in multiples of 8.
+// bt::rope_attend gives the k head and each q head of a kv head's group a
+// warp of its own, for two rows at once.
+bool batch_fits(const StackD& S) { return S.H % 8 == 0 && S.I % 8 == 0 && 2 * (S.nh / S.nkv + 1) <= bt::AW; }
+
+// The sampler kernel's dynamic shared memory for vocabulary V.
+size_t batch_sample_smem(int V) { return SM_XS + sample_region_bytes(V); }
+
+void batch_sample(tb_batch* b, cudaStream_t st, const int32_t* rows, int n, const float* logits, size_t ld, int V,
+                  int kind, int j) {
+  bt::sample<<<n, NT, batch_sample_smem(V), st>>>(b->s, rows, logits, ld, V, kind, j);
+}
+
+// One stack (talker or predictor) over the rows of m, then its final norm on
+// every `last`-th row from row `first` (the rows that produce logits) into hn.
+void batch_stack(tb_batch* b, cudaStream_t st, const StackD& S, const std::vector<LayerD>& layers,
+                 const bt::RowMap& m) {
+  const int QN = (S.nh + 2 * S.nkv) * HD;
+  tc_layers<true>(st, S, layers.data(), m.n, b->x, b->in, b->qkv, b->mlp, [&](int l, const LayerD& L) {
+    bt::rope_attend<<<m.n / bt::rows_per_stream(m) * S.nkv, bt::AT, 0, st>>>(b->s, m, S, l, L.q_norm, L.k_norm, b->qkv, QN, b->in);
+  });
+}
+
+// The frame of every stream in rows[0..n) (device list b->d_rows): the code
+// predictor's 15 steps, then the talker step that samples the next group 0.
+int batch_frame(tb_batch* b, cudaStream_t st, int n) {
+  tb_engine* e = b->e;
+  const WeightsD& w = e->P.w;
+  const StackD& T = w.tk;
+  const StackD& C = w.cp;
+  const int H = b->H, Hp = b->Hp;
+  for (int j = 1; j < b->G; j++) {
+    const int rows = j == 1 ? 2 * n : n;
+    // Raw inputs, projected to the predictor's width when it differs (1.7B).
+    float* raw = w.proj_w ? b->xin : b->x;
+    bt::predictor_input<<<n, pf::PT, 0, st>>>(b->s, b->d_rows, w, H, j, raw);
+    if (w.proj_w) {
+      gemm_run<pf::EPI_STORE>(st, {w.proj_w, nullptr, Hp, H, b->xin, H, rows, b->x, Hp});
+      bt::add_bias<<<std::min(rows * Hp / pf::PT + 1, 1024), pf::PT, 0, st>>>(b->x, rows, Hp, w.proj_b);
+    }
+    batch_stack(b, st, C, e->cp_layers, bt::RowMap{b->d_rows, rows, 0, j});
+    // The step's logits come from each stream's last row: row 2r + 1 at step 1.
+    const float* last = j == 1 ? b->x + Hp : b->x;
+    const int ld = j == 1 ? 2 * Hp : Hp;
+    gemm_run<pf::EPI_STORE, true>(st, {w.cp_heads + (size_t)(j - 1) * b->Vp * Hp, nullptr, b->Vp, Hp, last, ld, n,
+                                       b->plog + (size_t)(j - 1) * b->Vp, (b->G - 1) * b->Vp, C.final_norm, C.eps});
+    batch_sample(b, st, b->d_rows, n, b->plog + (size_t)(j - 1) * b->Vp, (size_t)(b->G - 1) * b->Vp, b->Vp,
+                 bt::SAMPLE_PREDICTOR, j);
+  }
+  bt::talker_input<<<n, pf::PT, 0, st>>>(b->s, b->d_rows, w, H, b->x);
+  batch_stack(b, st, T, e->tk_layers, bt::RowMap{b->d_rows, n, 1, 0});
+  pf::rms_rows<<<n, pf::PT, 0, st>>>(b->x, H, H, T.final_norm, T.eps, b->hn, H);
+  bt::scatter_rows<<<n, pf::PT, 0, st>>>(b->hn, H, b->d_rows, b->s.hidden);
+  gemm_run<pf::EPI_STORE>(st, {w.codec_head, nullptr, b->V, H, b->hn, H, n, b->tlog, b->V});
+  batch_sample(b, st, b->d_rows, n, b->tlog, b->V, b->V, bt::SAMPLE_TALKER, 0);
+  CK(cudaGetLastError());
+  return 0;
+}
+
+int batch_check_slot(const tb_batch* b, int slot) {
+  if (slot < 0 || slot >= b->cap || !b->used[slot]) return fail("batch slot %d is not in use", slot);
+  return 0;
+}
+
+}  // namespace
+
+extern "C" {
+
+tb_batch* tb_batch_create(tb_engine* e, int max_streams, int max_positions) {
+  if (!e) {
+    fail("tb_batch_create: no engine");
+    return nullptr;
+  }
+  if (!batch_fits(e->P.w.tk) || !batch_fits(e->P.w.cp) || e->P.w.V % 8 || e->P.w.Vp % 8) {
+    fail("batched decode needs hidden, intermediate and vocabulary sizes in multiples of 8 and at most %d q heads a kv head",
+         bt::AW / 2 - 1);
+    return nullptr;
+  }
+  if (max_streams < 0 || max_streams > TB_BATCH_MAX_STREAMS) {
+    fail("max_streams %d outside 0..%d", max_streams, TB_BATCH_MAX_STREAMS);
+    return nullptr;
+  }
+  if (max_positions < 16 || max_positions > e->maxpos) {
+    fail("max_positions %d outside 16..%d (the engine's)", max_positions, e->maxpos);
+    return nullptr;
+  }
+  if (cudaSetDevice(e->dev) != cudaSuccess) {
+    fail("cudaSetDevice: %s", cudaGetErrorString(cudaGetLastError()));
+    return nullptr;
+  }
+  const WeightsD& w = e->P.w;
+  const int H = e->Htk, Hp = e->Hcp;
+  const int maxV = std::max(w.V, w.Vp);
+  // Work buffers for 2 x TB_BATCH_MAX_STREAMS rows at most; the slots take
+  // what free memory allows, keeping a quarter of it (and 1 GiB) for the rest.
+  size_t free_b = 0, total_b = 0;
+  if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+    fail("cudaMemGetInfo: %s", cudaGetErrorString(cudaGetLastError()));
+    return nullptr;
+  }
+  const size_t per = batch_slot_bytes(e, max_positions);
+  const size_t keep = std::max<size_t>(free_b / 4, (size_t)1 << 30);
+  const size_t fit = free_b > keep ? (free_b - keep) / per : 0;
+  const int want = max_streams ? max_streams : TB_BATCH_MAX_STREAMS;
+  const int cap = (int)std::min<size_t>(want, fit);
+  if (cap < 1) {
+    fail("no room for a batch stream: %zu MiB free, %zu MiB a stream of %d positions", free_b >> 20, per >> 20,
+         max_positions);
+    return nullptr;
+  }
+  auto* b = new tb_batch();
+  b->e = e;
+  auto bail = [&]() -> tb_batch* {
+    std::string keep_err = g_err;
+    delete b;
+    g_err = keep_err;
+    return nullptr;
+  };
+  b->cap = cap;
+  b->tcap = max_positions;
+  b->H = H;
+  b->Hp = Hp;
+  b->V = w.V;
+  b->Vp = w.Vp;
+  b->G = w.G;
+  const StackD& T = w.tk;
+  const StackD& C = w.cp;
+  b->s.tcap = max_positions;
+  b->s.tk_slot = (size_t)T.L * T.nkv * max_positions * HD;
+  b->s.cp_slot = (size_t)C.L * C.nkv * MAXG * HD;
+  b->hist_words = (size_t)(w.V + 31) / 32;
+  const int rows = 2 * cap;
+  const int maxW = std::max(H, Hp);
+  const int QN = std::max((T.nh + 2 * T.nkv) * HD, (C.nh + 2 * C.nkv) * HD);
+  const int AOmax = std::max(T.nh, C.nh) * HD;
+  const int Imax = std::max(T.I, C.I);
+  b->wrows = rows;
+  if (b->alloc(&b->s.codes, (size_t)cap * MAXG) || b->alloc(&b->s.tpos, cap) || b->alloc(&b->s.frame, cap) ||
+      b->alloc(&b->s.out, (size_t)cap * bt::OUTW) || b->alloc(&b->s.teach, (size_t)cap * (1 + MAXG)) ||
+      b->alloc(&b->s.hidden, (size_t)cap * H) || b->alloc(&b->s.tk_k, b->s.tk_slot * cap) ||
+      b->alloc(&b->s.tk_v, b->s.tk_slot * cap) || b->alloc(&b->s.cp_k, b->s.cp_slot * cap) ||
+      b->alloc(&b->s.cp_v, b->s.cp_slot * cap) || b->alloc(&b->d_prm, cap) || b->alloc(&b->pad, (size_t)cap * H) ||
+      b->alloc(&b->hist, b->hist_words * cap) || b->alloc(&b->scratch, (size_t)rows * 2 * maxV) ||
+      b->alloc(&b->d_rows, rows) || b->alloc(&b->x, (size_t)rows * maxW) || b->alloc(&b->xin, (size_t)rows * H) ||
+      b->alloc(&b->in, (size_t)rows * std::max(maxW, AOmax)) || b->alloc(&b->qkv, (size_t)rows * QN) ||
+      b->alloc(&b->mlp, (size_t)rows * Imax) || b->alloc(&b->hn, (size_t)rows * maxW) ||
+      b->alloc(&b->tlog, (size_t)(cap + 1) * w.V) || b->alloc(&b->plog, (size_t)cap * (w.G - 1) * w.Vp))
+    return bail();
+  if (cudaMallocHost(&b->h_rows, rows * sizeof(int32_t)) != cudaSuccess ||
+      cudaMallocHost(&b->h_out, (size_t)cap * bt::OUTW * sizeof(int32_t)) != cudaSuccess ||
+      cudaMallocHost(&b->h_teach, (size_t)cap * (1 + MAXG) * sizeof(int32_t)) != cudaSuccess ||
+      cudaEventCreateWithFlags(&b->done, cudaEventDisableTiming) != cudaSuccess ||
+      cudaStreamCreateWithFlags(&b->capture, cudaStreamNonBlocking) != cudaSuccess) {
+    fail("batch host buffers: %s", cudaGetErrorString(cudaGetLastError()));
+    return bail();
+  }
+  memset(b->h_teach, 0, (size_t)cap * (1 + MAXG) * sizeof(int32_t));
+  if (cudaMemset(b->s.teach, 0, (size_t)cap * (1 + MAXG) * 4) != cudaSuccess ||
+      cudaMemset(b->s.tk_k, 0, b->s.tk_slot * cap * 2) != cudaSuccess ||
+      cudaMemset(b->s.tk_v, 0, b->s.tk_slot * cap * 2) != cudaSuccess) {
+    fail("cudaMemset: %s", cudaGetErrorString(cudaGetLastError()));
+    return bail();
+  }
+  b->s.prm = b->d_prm;
+  b->prm.assign(cap, e->P);
+  b->used.assign(cap, 0);
+  b->last_row.assign(cap, -1);
+  b->pos.assign(cap, 0);
+  b->graphs.assign(cap + 1, nullptr);
+  b->trail.assign(cap, nullptr);
+  b->trail_cap.assign(cap, 0);
+  for (int i = 0; i < cap; i++) {
+    Params& p = b->prm[i];
+    p.buf.hist = b->hist + b->hist_words * i;
+    p.buf.samp_scratch = b->scratch;  // indexed by the sampling CTA
+    p.buf.pad = b->pad + (size_t)H * i;
+    p.arg.trail = nullptr;
+    p.arg.ntrail = 0;
+  }
+  if (cudaFuncSetAttribute(bt::sample, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)batch_sample_smem(maxV)) !=
+      cudaSuccess) {
+    fail("batch sampler shared memory: %s", cudaGetErrorString(cudaGetLastError()));
+    return bail();
+  }
+  if (cudaDeviceSynchronize() != cudaSuccess) {
+    fail("batch create: %s", cudaGetErrorString(cudaGetLastError()));
+    return bail();
+  }
+  return b;
+}
+
+void tb_batch_destroy(tb_batch* b) { delete b; }
+
+int tb_batch_capacity(const tb_batch* b) { return b ? b->cap : 0; }
+
+int tb_batch_add(tb_batch* b, const float* rows, int n, const float* trailing, int n_trailing, const float* tts_pad,
+                 const tb_sampler* t, const tb_sampler* p, uint64_t seed, int mask_eos, int* slot_out, int32_t* g0) {
+  if (!b || !rows || !tts_pad || !t || !p || !slot_out || !g0) return fail("tb_batch_add: null argument");
+  if (n <= 0) return fail("prefill needs at least one row");
+  if (n >= b->tcap) return fail("prefill of %d rows leaves no room in %d positions", n, b->tcap);
+  if (n_trailing < 0 || (n_trailing > 0 && !trailing)) return fail("bad trailing rows");
+  for (const tb_sampler* s : {t, p}) {
+    if (s->do_sample && !(s->temperature > 0.f)) return fail("temperature %g must be > 0", s->temperature);
+    if (s->top_k < 0) return fail("top_k %d must be >= 0", s->top_k);
+    if (s->do_sample && !(s->top_p > 0.f && s->top_p <= 1.f)) return fail("top_p %g outside (0, 1]", s->top_p);
+  }
+  int slot = -1;
+  for (int i = 0; i < b->cap && slot < 0; i++)
+    if (!b->used[i]) slot = i;
+  if (slot < 0) return fail("batch full: all %d streams in use", b->cap);
+  tb_engine* e = b->e;
+  CK(cudaSetDevice(e->dev));
+  const cudaStream_t st = e->stream;
+  const int H = b->H;
+  // The prompt through the talker into the slot's cache, in the work buffers
+  // (grown for long prompts).
+  if (n > b->wrows) {
+    b->drop_graphs();
+    const StackD& T = e->P.w.tk;
+    const StackD& C = e->P.w.cp;
+    const int maxW = std::max(b->H, b->Hp);
+    b->wrows = 0;
+    if (b->regrow(&b->x, (size_t)n * maxW) ||
+        b->regrow(&b->in, (size_t)n * std::max(maxW, std::max(T.nh, C.nh) * HD)) ||
+        b->regrow(&b->qkv, (size_t)n * std::max((T.nh + 2 * T.nkv) * HD, (C.nh + 2 * C.nkv) * HD)) ||
+        b->regrow(&b->mlp, (size_t)n * std::max(T.I, C.I)))
+      return -1;
+    b->wrows = n;
+  }
+  const size_t tn = (size_t)std::max(n_trailing, 1) * H;
+  if (tn > b->trail_cap[slot]) {
+    if (b->trail[slot]) cudaFree(b->trail[slot]);
+    b->trail[slot] = nullptr;
+    b->trail_cap[slot] = 0;
+    CK(cudaMalloc(&b->trail[slot], tn * 4));
+    b->trail_cap[slot] = tn;
+  }
+  Params& prm = b->prm[slot];
+  prm.arg.st = SamplerD{t->do_sample, t->temperature, t->top_k, t->top_p, t->repetition_penalty};
+  prm.arg.sp = SamplerD{p->do_sample, p->temperature, p->top_k, p->top_p, 1.f};
+  prm.arg.seed = seed;
+  prm.arg.mask_eos = mask_eos != 0;
+  prm.arg.trail = b->trail[slot];
+  prm.arg.ntrail = n_trailing;
+  CK(cudaMemcpyAsync(b->d_prm + slot, &prm, sizeof(Params), cudaMemcpyHostToDevice, st));
+  CK(cudaMemcpyAsync(b->x, rows, (size_t)n * H * 4, cudaMemcpyHostToDevice, st));
+  if (n_trailing > 0)
+    CK(cudaMemcpyAsync(b->trail[slot], trailing, (size_t)n_trailing * H * 4, cudaMemcpyHostToDevice, st));
+  CK(cudaMemcpyAsync(b->pad + (size_t)H * slot, tts_pad, (size_t)H * 4, cudaMemcpyHostToDevice, st));
+  CK(cudaMemsetAsync(prm.buf.hist, 0, b->hist_words * 4, st));
+  CK(cudaMemsetAsync(b->s.codes + slot * MAXG, 0, MAXG * 4, st));
+  CK(cudaMemsetAsync(b->s.teach + slot * (1 + MAXG), 0, (1 + MAXG) * 4, st));
+  CK(cudaMemsetAsync(b->s.frame + slot, 0, 4, st));
+  const int32_t pos = n;
+  CK(cudaMemcpyAsync(b->s.tpos + slot, &pos, 4, cudaMemcpyHostToDevice, st));
+  const StackD& T = e->P.w.tk;
+  const int QN = (T.nh + 2 * T.nkv) * HD;
+  const int rope_blocks = (n * (T.nh + 2 * T.nkv) + pf::PW - 1) / pf::PW;
+  const int attn_blocks = (n * T.nh + pf::PW - 1) / pf::PW;
+  uint16_t* kc = b->s.tk_k + b->s.tk_slot * slot;
+  uint16_t* vc = b->s.tk_v + b->s.tk_slot * slot;
+  tc_layers(st, T, e->tk_layers.data(), n, b->x, b->in, b->qkv, b->mlp, [&](int l, const LayerD& L) {
+    const size_t cache = (size_t)l * T.nkv * b->tcap * HD;
+    pf::rope_cache<<<rope_blocks, pf::PT, 0, st>>>(
+        {b->qkv, QN, n, T.nh, T.nkv, L.q_norm, L.k_norm, T.eps, T.rope, kc + cache, vc + cache, b->tcap});
+    pf::attend_rows<<<attn_blocks, pf::PT, 0, st>>>(b->qkv, QN, n, T.nh, T.nkv, b->in);
+  });
+  // The last row's head and group 0 of frame 0; its hidden state is the
+  // predictor's first input. Logits into tlog row cap (tb_batch_read_logits).
+  pf::rms_rows<<<1, pf::PT, 0, st>>>(b->x + (size_t)(n - 1) * H, H, H, T.final_norm, T.eps,
+                                     b->s.hidden + (size_t)slot * H, H);
+  float* lg = b->tlog + (size_t)b->cap * b->V;
+  gemm_run<pf::EPI_STORE>(st, {e->P.w.codec_head, nullptr, b->V, H, b->s.hidden + (size_t)slot * H, H, 1, lg, b->V});
+  b->h_rows[0] = slot;
+  CK(cudaMemcpyAsync(b->d_rows, b->h_rows, 4, cudaMemcpyHostToDevice, st));
+  batch_sample(b, st, b->d_rows, 1, lg, b->V, b->V, bt::SAMPLE_PREFILL, 0);
+  CK(cudaGetLastError());
+  CK(cudaMemcpyAsync(b->h_out + slot * bt::OUTW, b->s.out + slot * bt::OUTW, bt::OUTW * 4, cudaMemcpyDeviceToHost, st));
+  CK(cudaStreamSynchronize(st));
+  const int32_t* o = b->h_out + slot * bt::OUTW;
+  if (o[17]) return fail("prefill: no finite group-0 logit to sample from");
+  b->used[slot] = 1;
+  b->last_row[slot] = b->cap;
+  b->pos[slot] = n;
+  *slot_out = slot;
+  *g0 = o[16];
+  return 0;
+}
+
+int tb_batch_remove(tb_batch* b, int slot) {
+  if (!b) return fail("no batch");
+  if (batch_check_slot(b, slot)) return -1;
+  b->used[slot] = 0;
+  b->last_row[slot] = -1;
+  return 0;
+}
+
+int tb_batch_step(tb_batch* b, const int32_t* slots, int n, const int32_t* teacher, int32_t* out) {
+  if (!b || !slots || !out) return fail("tb_batch_step: null argument");
+  if (n <= 0 || n > b->cap) return fail("tb_batch_step: %d streams, want 1..%d", n, b->cap);
+  tb_engine* e = b->e;
+  for (int r = 0; r < n; r++) {
+    const int slot = slots[r];
+    if (batch_check_slot(b, slot)) return -1;
+    for (int q = 0; q < r; q++)
+      if (slots[q] == slot) return fail("tb_batch_step: slot %d listed twice", slot);
+    if (b->pos[slot] + 1 > b->tcap)
+      return fail("slot %d: position %d exceeds the %d-position cache", slot, b->pos[slot], b->tcap);
+    int32_t* th = b->h_teach + slot * (1 + MAXG);
+    th[0] = teacher && teacher[r * MAXG] >= 0;
+    for (int k = 0; k < MAXG; k++) {
+      const int c = th[0] && k < b->G ? teacher[r * MAXG + k] : 0;
+      const int lim = k == 0 ? b->V : b->Vp;
+      if (th[0] && k < b->G && (c < 0 || c >= lim))
+        return fail("teacher code %d of group %d outside 0..%d", c, k, lim - 1);
+      th[1 + k] = c;
+    }
+    b->h_rows[r] = slot;
+  }
+  CK(cudaSetDevice(e->dev));
+  const cudaStream_t st = e->stream;
+  // Positions: checked on the host from the slot's frame count kept below.
+  CK(cudaMemcpyAsync(b->d_rows, b->h_rows, n * 4, cudaMemcpyHostToDevice, st));
+  CK(cudaMemcpyAsync(b->s.teach, b->h_teach, (size_t)b->cap * (1 + MAXG) * 4, cudaMemcpyHostToDevice, st));
+  cudaGraphExec_t& ge = b->graphs[n];
+  if (!ge) {
+    cudaGraph_t g = nullptr;
+    CK(cudaStreamBeginCapture(b->capture, cudaStreamCaptureModeThreadLocal));
+    const int rc = batch_frame(b, b->capture, n);
+    const cudaError_t end = cudaStreamEndCapture(b->capture, &g);
+    if (rc) {
+      if (g) cudaGraphDestroy(g);
+      return -1;
+    }
+    CK(end);
+    const cudaError_t inst = cudaGraphInstantiateWithFlags(&ge, g, 0);
+    cudaGraphDestroy(g);
+    if (inst != cudaSuccess) {
+      ge = nullptr;
+      return fail("batch step graph: %s", cudaGetErrorString(inst));
+    }
+  }
+  CK(cudaGraphLaunch(ge, st));
+  for (int r = 0; r < n; r++)
+    CK(cudaMemcpyAsync(b->h_out + slots[r] * bt::OUTW, b->s.out + slots[r] * bt::OUTW, bt::OUTW * 4,
+                       cudaMemcpyDeviceToHost, st));
+  CK(cudaEventRecord(b->done, st));
+  CK(cudaEventSynchronize(b->done));
+  for (int r = 0; r < n; r++) {
+    b->last_row[slots[r]] = r;
+    b->pos[slots[r]]++;
+    memcpy(out + r * bt::OUTW, b->h_out + slots[r] * bt::OUTW, bt::OUTW * 4);
+  }
+  return 0;
+}
+
+int tb_batch_read_logits(tb_batch* b, int slot, float* talker, float* hidden, float* predictor) {
+  if (!b) return fail("no batch");
+  if (batch_check_slot(b, slot)) return -1;
+  CK(cudaSetDevice(b->e->dev));
+  const int r = b->last_row[slot];
+  if (talker) CK(cudaMemcpy(talker, b->tlog + (size_t)r * b->V, (size_t)b->V * 4, cudaMemcpyDeviceToHost));
+  if (hidden) CK(cudaMemcpy(hidden, b->s.hidden + (size_t)slot * b->H, (size_t)b->H * 4, cudaMemcpyDeviceToHost));
+  if (predictor) {
+    if (r == b->cap) return fail("no frame since the prefill of slot %d", slot);
+    CK(cudaMemcpy(predictor, b->plog + (size_t)r * (b->G - 1) * b->Vp, (size_t)(b->G - 1) * b->Vp * 4,
+                  cudaMemcpyDeviceToHost));
+  }
+  return 0;
+}
+
+}  // extern "C"
