@@ -199,6 +199,11 @@ func (u *UI) speakFrom(d *document, first int) {
 		u.cfg.Player.Stop()
 	}
 	replayDone := u.stopReplay()
+	if prev != nil && d == u.curDoc {
+		// A skip or a tap within the document being read: the reading goes
+		// on, and the bit of audio it cut off is not a history entry.
+		u.moved[prev] = true
+	}
 	if d != u.doc {
 		u.refocus = u.win != nil && u.win.Canvas().Focused() == fyne.Focusable(u.text)
 		u.showDocument(d, true)
@@ -268,7 +273,10 @@ func (u *UI) finish(utt *speech.Utterance) {
 	case end.Err != nil:
 		outcome = "failed"
 	}
-	u.recordHistory(utt, end, outcome)
+	if !u.moved[utt] {
+		u.recordHistory(utt, end, outcome)
+	}
+	delete(u.moved, utt)
 	if len(end.PCM) > 0 {
 		u.lastPCM = end.PCM
 		u.saveBtn.Enable()

@@ -44,7 +44,7 @@ func (u *UI) wireKeys() {
 		e.onSpeak, e.onStop, e.onSkip = u.Speak, u.Stop, u.Skip
 	}
 	u.text.onPaste = u.pasteLong
-	u.reader.list.onStop = u.Stop
+	u.reader.onStop = u.Stop
 	for _, s := range []*keySelect{u.voice, u.lang, u.model, u.output} {
 		s.onStop = u.Stop
 	}

@@ -73,7 +73,9 @@ func (u *UI) currentText() string {
 func (u *UI) showEntry(text string) {
 	u.doc, u.docTemp = nil, false
 	u.readPane.Hide()
-	u.text.SetText(text)
+	if u.text.Text != text {
+		u.text.SetText(text)
+	}
 	u.text.Show()
 	u.skipButtons()
 }

@@ -61,10 +61,13 @@ func isSpace(r rune) bool {
 type readView struct {
 	widget.BaseWidget
 	doc   *document
-	cur   int // the marked sentence
-	list  *sentenceList
+	cur   int           // the marked sentence
+	list  *sentenceList // a new one for each document: List keeps the row heights it was given
+	box   *fyne.Container
 	onTap func(int)
-	post  func(func())
+	// onStop is Esc on the list.
+	onStop func()
+	post   func(func())
 
 	width   float32         // the width the row heights were measured at
 	heights map[int]float32 // row heights given to the list
@@ -77,20 +80,33 @@ func newReadView(post func(func()), onTap func(int)) *readView {
 	v := &readView{doc: newDocument(""), post: post, onTap: onTap,
 		heights: map[int]float32{}, pending: map[int]float32{}}
 	v.probe = newSentenceRow(nil)
-	v.list = &sentenceList{}
-	v.list.Length = func() int { return v.doc.len() }
-	v.list.CreateItem = func() fyne.CanvasObject { return newSentenceRow(v.tapped) }
-	v.list.UpdateItem = func(id widget.ListItemID, o fyne.CanvasObject) { v.update(id, o.(*sentenceRow)) }
-	v.list.OnSelected = func(id widget.ListItemID) { // Space on a focused row
-		v.list.UnselectAll()
-		if v.onTap != nil {
+	v.box = container.NewStack()
+	v.newList()
+	v.ExtendBaseWidget(v)
+	return v
+}
+
+// newList puts a fresh list in the view.
+func (v *readView) newList() {
+	l := &sentenceList{view: v}
+	l.Length = func() int { return v.doc.len() }
+	l.CreateItem = func() fyne.CanvasObject { return newSentenceRow(v.tapped) }
+	l.UpdateItem = func(id widget.ListItemID, o fyne.CanvasObject) {
+		if l == v.list && id < v.doc.len() { // not a list of an earlier document
+			v.update(id, o.(*sentenceRow))
+		}
+	}
+	l.OnSelected = func(id widget.ListItemID) { // Space on a focused row
+		l.UnselectAll()
+		if v.onTap != nil && l == v.list {
 			v.onTap(id)
 		}
 	}
-	v.list.HideSeparators = true
-	v.list.ExtendBaseWidget(v.list)
-	v.ExtendBaseWidget(v)
-	return v
+	l.HideSeparators = true
+	l.ExtendBaseWidget(l)
+	v.list = l
+	v.box.Objects = []fyne.CanvasObject{container.NewThemeOverride(l, readTheme{})}
+	v.box.Refresh()
 }
 
 // setDocument shows d from its first sentence, marking sentence cur.
@@ -98,9 +114,7 @@ func (v *readView) setDocument(d *document, cur int) {
 	v.doc, v.cur = d, cur
 	clear(v.heights)
 	clear(v.pending)
-	v.list.UnselectAll()
-	v.list.Refresh()
-	v.list.ScrollToTop()
+	v.newList()
 }
 
 // mark moves the mark to sentence i and scrolls it into view: when it has
@@ -174,12 +188,14 @@ func (v *readView) Resize(s fyne.Size) {
 	}
 }
 
-func (v *readView) CreateRenderer() fyne.WidgetRenderer {
-	return widget.NewSimpleRenderer(container.NewThemeOverride(v.list, readTheme{}))
-}
+func (v *readView) CreateRenderer() fyne.WidgetRenderer { return widget.NewSimpleRenderer(v.box) }
 
-// readInnerPadding is the room around a sentence's text.
-const readInnerPadding = 3
+// readInnerPadding is the room around a sentence's text, readPadding the
+// room between rows.
+const (
+	readInnerPadding = 3
+	readPadding      = 1
+)
 
 // readTheme is the window's theme with less room between rows, so that the
 // sentences of a paragraph read as one block and the blank line before a
@@ -195,7 +211,7 @@ func (t readTheme) Icon(n fyne.ThemeIconName) fyne.Resource { return t.current()
 func (t readTheme) Size(n fyne.ThemeSizeName) float32 {
 	switch n {
 	case theme.SizeNamePadding:
-		return 1
+		return readPadding
 	case theme.SizeNameInnerPadding:
 		return readInnerPadding
 	}
@@ -205,12 +221,12 @@ func (t readTheme) Size(n fyne.ThemeSizeName) float32 {
 // sentenceList is the read view's list; Esc on it stops, as on every field.
 type sentenceList struct {
 	widget.List
-	onStop func()
+	view *readView
 }
 
 func (l *sentenceList) TypedKey(k *fyne.KeyEvent) {
-	if k.Name == fyne.KeyEscape && l.onStop != nil {
-		l.onStop()
+	if k.Name == fyne.KeyEscape && l.view.onStop != nil {
+		l.view.onStop()
 		return
 	}
 	l.List.TypedKey(k)
@@ -245,6 +261,7 @@ func newSentenceRow(onTap func(*sentenceRow)) *sentenceRow {
 	r.bg.CornerRadius = theme.Size(theme.SizeNameSelectionRadius)
 	r.gap = canvas.NewRectangle(color.Transparent)
 	r.gap.SetMinSize(fyne.NewSize(0, theme.Size(theme.SizeNameText)))
+	r.gap.Hide() // a new row is one line: the List's height for rows not measured yet
 	// The text lines up with the other text of the window (the label's
 	// inner padding is small here, see readTheme). Rows are made while the
 	// list is drawn, when theme.Size answers with readTheme, so the

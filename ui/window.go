@@ -105,11 +105,12 @@ type UI struct {
 	closeBtn *widget.Button
 	prevBtn  *widget.Button
 	nextBtn  *widget.Button
-	doc      *document // shown in the read view; nil while the text box shows
-	docTemp  bool      // doc is the text box's text, shown while it is spoken
-	curDoc   *document // the document the current utterance reads
-	curFrom  int       // the sentence of curDoc it started at
-	refocus  bool      // the text box had the focus when its text was spoken
+	doc      *document                  // shown in the read view; nil while the text box shows
+	docTemp  bool                       // doc is the text box's text, shown while it is spoken
+	curDoc   *document                  // the document the current utterance reads
+	curFrom  int                        // the sentence of curDoc it started at
+	refocus  bool                       // the text box had the focus when its text was spoken
+	moved    map[*speech.Utterance]bool // utterances a skip or tap replaced: kept out of the history
 
 	cjkChecked bool // the fonts were checked for CJK text
 
@@ -124,7 +125,7 @@ type UI struct {
 // New builds the widgets. It starts no goroutines; call Start once the
 // window shows.
 func New(cfg Config) *UI {
-	u := &UI{cfg: cfg, stop: make(chan struct{}), modelIdx: -1, prefs: cfg.Settings}
+	u := &UI{cfg: cfg, stop: make(chan struct{}), modelIdx: -1, prefs: cfg.Settings, moved: map[*speech.Utterance]bool{}}
 	if u.prefs == (settings.Settings{}) {
 		u.prefs = settings.Defaults()
 	}

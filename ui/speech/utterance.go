@@ -188,6 +188,9 @@ func (u *Utterance) synthesize(stream chan<- engine.Chunk) error {
 		}
 	}()
 	for i, s := range u.sentences {
+		if u.ctx.Err() != nil {
+			return u.ctx.Err() // cancelled: no request for the next sentence
+		}
 		req := u.req
 		req.Text = s
 		ch, err := u.eng.Synthesize(u.ctx, req)
