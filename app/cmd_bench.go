@@ -79,7 +79,8 @@ type stabilityReport struct {
 type e2eReport struct {
 	Text         string  `json:"text"`
 	Frames       int     `json:"frames"` // fixed with ExactFrames: random weights never learned EOS
-	Runs         int     `json:"runs"`   // measured runs, after one warm-up
+	ChunkFrames  int     `json:"chunk_frames"`
+	Runs         int     `json:"runs"` // measured runs, after one warm-up
 	TTFCp50MS    float64 `json:"ttfc_p50_ms"`
 	TTFCp95MS    float64 `json:"ttfc_p95_ms"`
 	LMFrameMS    float64 `json:"lm_frame_ms"`    // median over runs of the mean per frame
@@ -96,12 +97,13 @@ type e2eReport struct {
 
 // streamsReport is N utterances synthesised at once on one engine.
 type streamsReport struct {
-	Streams   int       `json:"streams"`
-	Frames    int       `json:"frames"`
-	RTF       []float64 `json:"rtf_per_stream"`
-	TTFCMS    []float64 `json:"ttfc_ms_per_stream"`
-	MaxRTF    float64   `json:"max_rtf"`
-	TTFCp95MS float64   `json:"ttfc_p95_ms"`
+	Streams     int       `json:"streams"`
+	Frames      int       `json:"frames"`
+	ChunkFrames int       `json:"chunk_frames"`
+	RTF         []float64 `json:"rtf_per_stream"`
+	TTFCMS      []float64 `json:"ttfc_ms_per_stream"`
+	MaxRTF      float64   `json:"max_rtf"`
+	TTFCp95MS   float64   `json:"ttfc_p95_ms"`
 }
 
 // batchRow is B utterances of the same length decoding together in one
@@ -124,6 +126,7 @@ type benchFlags struct {
 	precision                       string
 	frames, runs, threads, rows     int
 	codecFrames, e2eFrames, e2eRuns int
+	chunkFrames                     int
 	streams, stability              int
 	batch                           string
 	cloneSeconds                    float64
@@ -145,6 +148,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	intFlagVar(fs, &f.codecFrames, "codec-frames", 10, 0, maxFrames, "skip", "frames for the codec benchmark (0 = skip)")
 	intFlagVar(fs, &f.e2eFrames, "e2e-frames", 0, 0, maxFrames, "skip", "frames per end-to-end run from text (0 = skip; 125 = a 10 s utterance)")
 	intFlagVar(fs, &f.e2eRuns, "e2e-runs", 3, 1, maxRuns, "", "measured end-to-end runs (after one warm-up)")
+	intFlagVar(fs, &f.chunkFrames, "chunk-frames", 1, 1, 64, "", "end to end: frames a PCM chunk after the first (talkbox serve uses 2)")
 	intFlagVar(fs, &f.streams, "streams", 0, 0, 64, "skip", "also run N utterances of --e2e-frames at once on one engine (0 = skip)")
 	fs.StringVar(&f.batch, "batch", "", "CUDA: also time B utterances of --frames frames in one batch, for each B of a comma list (e.g. 1,2,4,8,16,32,64)")
 	intFlagVar(fs, &f.stability, "stability", 0, 0, maxFrames, "skip", "also run one sampled utterance of N frames and check every code (0 = skip)")
@@ -465,7 +469,7 @@ func benchCodec(m *model.Model, f benchFlags, rep *benchReport) error {
 
 // synthesizeOnce runs one utterance to the end and returns its stats.
 func synthesizeOnce(e *engine.Engine, f benchFlags, voice string, seed uint64) (*engine.Stats, error) {
-	ch, err := e.Synthesize(context.Background(), engine.Request{Text: f.text, Voice: voice, Seed: seed, ExactFrames: f.e2eFrames, ChunkFrames: 1})
+	ch, err := e.Synthesize(context.Background(), engine.Request{Text: f.text, Voice: voice, Seed: seed, ExactFrames: f.e2eFrames, ChunkFrames: f.chunkFrames})
 	if err != nil {
 		return nil, err
 	}
@@ -506,7 +510,7 @@ func benchEndToEnd(f benchFlags) (*e2eReport, error) {
 		return nil, err
 	}
 	defer e.Close()
-	rep := &e2eReport{Text: f.text, Frames: f.e2eFrames, Runs: f.e2eRuns}
+	rep := &e2eReport{Text: f.text, Frames: f.e2eFrames, ChunkFrames: f.chunkFrames, Runs: f.e2eRuns}
 	var ttfc, lmFrame, codecFrame, prepare, prefill, firstLM, firstCodec []time.Duration
 	var rtf []float64
 	for r := 0; r <= f.e2eRuns; r++ {
@@ -551,7 +555,7 @@ func benchStreams(f benchFlags) (*streamsReport, error) {
 		return nil, err
 	}
 	defer e.Close()
-	rep := &streamsReport{Streams: n, Frames: f.e2eFrames, RTF: make([]float64, n), TTFCMS: make([]float64, n)}
+	rep := &streamsReport{Streams: n, Frames: f.e2eFrames, ChunkFrames: f.chunkFrames, RTF: make([]float64, n), TTFCMS: make([]float64, n)}
 	round := func(seed uint64) error {
 		errs := make([]error, n)
 		var wg sync.WaitGroup
