@@ -83,6 +83,7 @@ func New(m *model.Model, opt Options) (*LM, error) {
 		return nil, err
 	}
 	lm := &LM{threads: threads, spec: spec, prec: prec}
+	lm.k.threads = threads
 	if opt.pureGo {
 		lm.k.f = linalg.NewGo(threads)
 	} else {

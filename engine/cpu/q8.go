@@ -49,8 +49,9 @@ func (w *weight) rows() int {
 // prods runs the products of either format: f32 weights on linalg's
 // kernels, int8 ones on qkernels'.
 type prods struct {
-	f linalg.Kernels
-	q *qkernels.Kernels // nil under F32
+	f       linalg.Kernels
+	q       *qkernels.Kernels // nil under F32
+	threads int               // for the loops around the products (attention, SiLU)
 }
 
 // mul sets Y = X W^T + b for n rows of x (see linalg.Kernels.MatMul).

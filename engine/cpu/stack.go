@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 
+	"talkbox/engine/cores"
 	"talkbox/engine/linalg"
 )
 
@@ -93,21 +94,21 @@ func (s *stack) forward(ctx context.Context, k prods, x []float32, n int, cache 
 			cache.k[li] = append(cache.k[li], kk...)
 			cache.v[li] = append(cache.v[li], row[qd+kvd:width]...)
 		}
-		s.attention(ws, cache.k[li], cache.v[li], n, pos0, width)
+		s.attention(ws, k.threads, cache.k[li], cache.v[li], n, pos0, width)
 		k.mul(L.o, nil, ws.attn, n, ws.tmp)
 		addInto(x[:n*H], ws.tmp[:n*H])
 
 		rmsNormRows(ws.h, x, L.postNorm, n, s.eps)
 		k.mul(L.gateUp, nil, ws.h, n, ws.gu)
 		I := s.inter
-		for i := 0; i < n; i++ {
-			g := ws.gu[i*2*I : i*2*I+I]
-			u := ws.gu[i*2*I+I : (i+1)*2*I]
-			a := ws.act[i*I : (i+1)*I]
-			for j := range a {
-				a[j] = silu(g[j]) * u[j]
+		// SiLU's exp is a fair share of a decode step: split it (each
+		// element computed as alone, so the result does not change).
+		parallelFor(k.threads, n*I, 256, func(lo, hi int) {
+			for e := lo; e < hi; e++ {
+				i, j := e/I, e%I
+				ws.act[e] = silu(ws.gu[i*2*I+j]) * ws.gu[i*2*I+I+j]
 			}
-		}
+		})
 		k.mul(L.down, nil, ws.act, n, ws.tmp)
 		addInto(x[:n*H], ws.tmp[:n*H])
 	}
@@ -117,17 +118,22 @@ func (s *stack) forward(ctx context.Context, k prods, x []float32, n int, cache 
 
 // attention is causal grouped-query attention for the n new rows: row i (at
 // position pos0+i) attends to positions 0..pos0+i; each kv head serves
-// heads/kvHeads query heads. Softmax in float64 for the sum.
-func (s *stack) attention(ws *workspace, keys, vals []float32, n, pos0, width int) {
+// heads/kvHeads query heads. Softmax in float64 for the sum. The (row, head)
+// pairs are split over threads goroutines; each pair is computed as alone,
+// so the result does not depend on the split.
+func (s *stack) attention(ws *workspace, threads int, keys, vals []float32, n, pos0, width int) {
 	hd, kvd := s.headDim, s.kvDim()
 	group := s.heads / s.kvHeads
 	scale := float32(1 / math.Sqrt(float64(hd)))
-	for i := 0; i < n; i++ {
-		last := pos0 + i
-		for hh := 0; hh < s.heads; hh++ {
+	perPair := (pos0 + n) * hd // multiply-adds of one (row, head), at most
+	parallelFor(threads, n*s.heads, max(1, minParallelWork/perPair), func(lo, hi int) {
+		sc := make([]float32, pos0+n)
+		for p := lo; p < hi; p++ {
+			i, hh := p/s.heads, p%s.heads
+			last := pos0 + i
 			q := ws.qkv[i*width+hh*hd : i*width+(hh+1)*hd]
 			kvOff := (hh / group) * hd
-			sc := ws.scores[:last+1]
+			sc := sc[:last+1]
 			mx := float32(math.Inf(-1))
 			for t := 0; t <= last; t++ {
 				v := linalg.Dot(q, keys[t*kvd+kvOff:t*kvd+kvOff+hd]) * scale
@@ -151,7 +157,21 @@ func (s *stack) attention(ws *workspace, keys, vals []float32, n, pos0, width in
 				}
 			}
 		}
+	})
+}
+
+// minParallelWork is the least work (multiply-adds, or elements) worth a
+// goroutine: below it the hand-off costs more than it saves.
+const minParallelWork = 1 << 15
+
+// parallelFor runs fn over [0, n) on up to threads goroutines, sharing the
+// cores with the codec (engine/cores), in chunks of at least minChunk items.
+func parallelFor(threads, n, minChunk int, fn func(lo, hi int)) {
+	if threads <= 1 || n <= minChunk {
+		fn(0, n)
+		return
 	}
+	cores.For(n, minChunk, threads, fn)
 }
 
 func addInto(dst, src []float32) {
