@@ -233,7 +233,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 // benchCPULM times the CPU LM with wall clocks over whole Generate runs.
 func benchCPULM(m *model.Model, f benchFlags, rep *benchReport) error {
 	start := time.Now()
-	lm, err := cpu.New(m, cpu.Options{Threads: f.threads, Precision: cpu.Precision(f.precision)})
+	lm, err := cpu.New(m, cpu.Options{Threads: f.threads, Precision: cpu.Precision(f.precision), CacheDir: engine.DefaultWeightCache()})
 	if err != nil {
 		return err
 	}
@@ -491,7 +491,7 @@ func synthesizeOnce(e *engine.Engine, f benchFlags, voice string, seed uint64) (
 
 func openBenchEngine(f benchFlags, streams int) (*engine.Engine, string, error) {
 	e, err := engine.Open(context.Background(), f.dir, engine.Options{Backend: f.backend, Threads: f.threads, Precision: f.precision,
-		Streams: streams})
+		Streams: streams, WeightCache: engine.DefaultWeightCache()})
 	if err != nil {
 		return nil, "", err
 	}

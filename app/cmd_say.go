@@ -105,7 +105,7 @@ func runSay(args []string, stdout, stderr io.Writer) error {
 	// at info level) goes on the summary line's next line instead.
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	e, err := engine.Open(ctx, dir, engine.Options{Backend: *backendName, Threads: *threads, Precision: *precision,
-		OfficialRegex: *officialRegex, Logger: logger})
+		OfficialRegex: *officialRegex, Logger: logger, WeightCache: engine.DefaultWeightCache()})
 	if err != nil {
 		return err
 	}

@@ -72,7 +72,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		streams = 8
 	}
 	e, err := engine.Open(context.Background(), dir, engine.Options{Backend: *backendName, Threads: *threads, Precision: *precision,
-		Logger: log, Streams: streams})
+		Logger: log, Streams: streams, WeightCache: engine.DefaultWeightCache()})
 	if err != nil {
 		return err
 	}

@@ -55,7 +55,7 @@ func openRealEngine(dir string, o ui.OpenOptions) (ui.Engine, error) {
 	// Warnings only: what the engine says at info level (a CPU fallback,
 	// for one) the window shows on its device line, so stderr stays quiet.
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	e, err := engine.Open(context.Background(), dir, engine.Options{Logger: logger, Precision: o.Precision})
+	e, err := engine.Open(context.Background(), dir, engine.Options{Logger: logger, Precision: o.Precision, WeightCache: engine.DefaultWeightCache()})
 	if err != nil {
 		return nil, err
 	}

@@ -48,6 +48,10 @@ type Options struct {
 	// one runs alone on the single-stream engine, the others decode together
 	// in one batch (cuda.Batcher, continuous batching). Ignored on the CPU.
 	Streams int
+	// WeightCache is a folder where the CPU engine keeps its int8 matrices
+	// between runs (engine/qcache; DefaultWeightCache is the usual one);
+	// "" quantizes at every load.
+	WeightCache string
 }
 
 // Voice is one preset speaker of a CustomVoice model.
@@ -240,10 +244,10 @@ func openLM(m *model.Model, o Options, log *slog.Logger) (lm backend.LM, gpuNote
 			return lm, "", nil
 		}
 		log.Info("GPU backend unavailable, using the CPU", "reason", err)
-		lm, cerr := cpu.New(m, cpu.Options{Threads: o.Threads, Precision: cpu.Precision(o.Precision)})
+		lm, cerr := openCPU(m, o, log)
 		return lm, GPUReason(err), cerr
 	case BackendCPU:
-		lm, err := cpu.New(m, cpu.Options{Threads: o.Threads, Precision: cpu.Precision(o.Precision)})
+		lm, err := openCPU(m, o, log)
 		return lm, "", err
 	case BackendCUDA:
 		lm, err := cuda.New(m, gpu)
@@ -253,6 +257,42 @@ func openLM(m *model.Model, o Options, log *slog.Logger) (lm backend.LM, gpuNote
 		return lm, "", err
 	}
 	return nil, "", fmt.Errorf("unknown backend %q (want auto, cpu or cuda)", o.Backend)
+}
+
+// EnvWeightCache names the environment variable that moves the int8 weight
+// cache to another folder, or turns it off with "off".
+const EnvWeightCache = "TALKBOX_WEIGHT_CACHE"
+
+// DefaultWeightCache is the folder the commands and the window keep the
+// int8 weight cache in: $TALKBOX_WEIGHT_CACHE, else talkbox/int8 in the
+// user's cache folder (XDG_CACHE_HOME or ~/.cache); "" (no cache) when it is
+// "off" or there is no cache folder.
+func DefaultWeightCache() string {
+	if d := os.Getenv(EnvWeightCache); d != "" {
+		if d == "off" {
+			return ""
+		}
+		return d
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(d, "talkbox", "int8")
+}
+
+// openCPU opens the CPU LM and logs what its int8 weight cache did.
+func openCPU(m *model.Model, o Options, log *slog.Logger) (*cpu.LM, error) {
+	lm, err := cpu.New(m, cpu.Options{Threads: o.Threads, Precision: cpu.Precision(o.Precision), CacheDir: o.WeightCache})
+	if err != nil {
+		return nil, err
+	}
+	if ci := lm.WeightCache(); ci.Err != nil {
+		log.Warn("int8 weight cache", "file", ci.Path, "err", ci.Err)
+	} else if ci.Path != "" {
+		log.Debug("int8 weight cache", "file", ci.Path, "hit", ci.Hit)
+	}
+	return lm, nil
 }
 
 // GPUReason says in a few words why the GPU backend could not start, for

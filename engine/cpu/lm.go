@@ -29,6 +29,9 @@ type Options struct {
 	MaxPositions int
 	// Precision of the weight matrices; "" = DefaultPrecision (int8).
 	Precision Precision
+	// CacheDir, when set, keeps the Int8 matrices in a file there between
+	// runs (engine/qcache), so a later load skips quantizing; "" = no cache.
+	CacheDir string
 	// pureGo forces the Go kernels (tests compare them with OpenBLAS).
 	pureGo bool
 }
@@ -52,6 +55,7 @@ type LM struct {
 	cpProjBias []float32
 
 	talkerCache, cpCache *kvCache
+	cache                CacheInfo
 	talkerWS, cpWS       workspace
 	sampler              sample.Sampler
 	history              *sample.History
@@ -94,7 +98,7 @@ func New(m *model.Model, opt Options) (*LM, error) {
 			return nil, err
 		}
 	}
-	if err := lm.loadWeights(m); err != nil {
+	if err := lm.loadWeights(m, opt.CacheDir); err != nil {
 		return nil, err
 	}
 	lm.talkerCache = newKVCache(len(lm.talker.layers))
@@ -107,6 +111,9 @@ func New(m *model.Model, opt Options) (*LM, error) {
 func (lm *LM) Device() string {
 	return fmt.Sprintf("CPU (%d threads, %s)", lm.threads, lm.k.name())
 }
+
+// WeightCache says what the int8 weight cache did when the LM loaded.
+func (lm *LM) WeightCache() CacheInfo { return lm.cache }
 
 // Spec is the checkpoint's limits and rules the LM runs with.
 func (lm *LM) Spec() backend.Spec { return lm.spec }
