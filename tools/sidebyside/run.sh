@@ -29,7 +29,12 @@ done
 
 if [ ! -x "$VENV/bin/python" ]; then
 	python3 -m venv "$VENV"
-	"$VENV/bin/pip" install -q --index-url https://download.pytorch.org/whl/cpu torch
+	# PyTorch's CPU-only wheels when download.pytorch.org is reachable, else
+	# PyPI's (CUDA libraries included, ~3 GB). torch 2.11 matches the newest
+	# torchaudio (2.11), which qwen-tts imports: with a newer torch, importing
+	# torchaudio fails its CUDA version check.
+	"$VENV/bin/pip" install -q --index-url https://download.pytorch.org/whl/cpu torch==2.11.0 torchaudio==2.11.0 ||
+		"$VENV/bin/pip" install -q torch==2.11.0 torchaudio==2.11.0
 	"$VENV/bin/pip" install -q qwen-tts==0.1.1
 fi
 "$VENV/bin/python" tools/sidebyside/official_bench.py --model "$SYNTH" --frames "$FRAMES"
