@@ -297,7 +297,8 @@ func TestMarkKeptInView(t *testing.T) {
 }
 
 // Pasting text that makes the text box's text too long for it opens the
-// whole in the read view instead.
+// whole in the read view instead; Edit takes it back to the text box (up to
+// maxEditBytes, saying that typing lags), Close leaves an empty one.
 func TestLongPasteOpensReadView(t *testing.T) {
 	h := newHarness(t, &uitest.FakeEngine{RTF: 0.2}, nil)
 	h.ready()
@@ -308,9 +309,15 @@ func TestLongPasteOpensReadView(t *testing.T) {
 	clip := test.NewClipboard()
 	clip.SetContent(bookText(readThreshold))
 	u.text.TypedShortcut(&fyne.ShortcutPaste{Clipboard: clip})
-	if u.doc == nil || u.docTemp || u.doc.text != "Before. "+clip.Content()+"After." {
+	whole := "Before. " + clip.Content() + "After."
+	if u.doc == nil || u.docTemp || u.doc.text != whole {
 		t.Fatalf("a long paste: doc %v", u.doc != nil)
 	}
+	test.Tap(u.editBtn)
+	if u.doc != nil || !u.text.Visible() || u.text.Text != whole || !strings.Contains(u.status.Text, "typing lags") || c.Focused() != fyne.Focusable(u.text) {
+		t.Fatalf("Edit: doc %v, text box shown %v, status %q", u.doc != nil, u.text.Visible(), u.status.Text)
+	}
+	u.setText(whole)
 	u.closeDocument()
 	if u.doc != nil || !u.text.Visible() || u.text.Text != "" {
 		t.Fatal("Close did not bring back an empty text box")
