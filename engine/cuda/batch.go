@@ -87,9 +87,13 @@ func (bt *Batcher) Close() error {
 	return nil
 }
 
-// Warmup runs short greedy and sampled utterances through the batch, so the
-// first requests do not pay for capturing a step's launches.
+// Warmup prepares every step size and runs short greedy and sampled
+// utterances through the batch, so no request pays for capturing a step's
+// launches.
 func (bt *Batcher) Warmup() error {
+	if err := bt.send(batchMsg{kind: msgPrepare, s: &batchStream{res: make(chan stepResult, 1)}}).err; err != nil {
+		return err
+	}
 	p := syntheticPrompt(bt.spec.Hidden, 8, 2, 1)
 	g := sample.Greedy()
 	sampled := sample.Params{DoSample: true, Temperature: 0.9, TopK: 50, TopP: 1, RepetitionPenalty: 1.05}
@@ -115,9 +119,10 @@ func (l batchLM) Generate(ctx context.Context, p backend.Prompt, opt backend.Gen
 type msgKind int
 
 const (
-	msgAdd   msgKind = iota // admit: prefill, reply with the slot and group 0
-	msgFrame                // make the next frame (teacher codes optional)
-	msgLeave                // free the slot
+	msgAdd     msgKind = iota // admit: prefill, reply with the slot and group 0
+	msgFrame                  // make the next frame (teacher codes optional)
+	msgLeave                  // free the slot
+	msgPrepare                // capture every step size's launches (tb_batch_prepare)
 )
 
 type batchMsg struct {
@@ -192,6 +197,13 @@ func (bt *Batcher) run() {
 			if m.teacher != nil {
 				teach[m.s] = m.teacher
 			}
+		case msgPrepare:
+			var ce C.nl_err
+			var err error
+			if C.nl_tb_batch_prepare(bt.b, &ce) != 0 {
+				err = failed("prepare batch steps", &ce)
+			}
+			m.s.res <- stepResult{err: err}
 		case msgLeave:
 			delete(active, m.s)
 			var ce C.nl_err

@@ -34,7 +34,8 @@
 	                      const tb_sampler *, uint64_t, int, int *, int32_t *))            \
 	X(int, tb_batch_remove, (tb_batch *, int))                                             \
 	X(int, tb_batch_step, (tb_batch *, const int32_t *, int, const int32_t *, int32_t *))  \
-	X(int, tb_batch_read_logits, (tb_batch *, int, float *, float *, float *))
+	X(int, tb_batch_read_logits, (tb_batch *, int, float *, float *, float *))             \
+	X(int, tb_batch_prepare, (tb_batch *))
 
 #define NL_TBC_FUNCS(X)                                                                    \
 	X(int, tbc_abi_version, (void))                                                        \
@@ -153,6 +154,7 @@ int nl_tb_batch_remove(tb_batch *b, int slot, nl_err *err) { LM_RC(tb.tb_batch_r
 int nl_tb_batch_step(tb_batch *b, const int32_t *slots, int n, const int32_t *teacher, int32_t *out, nl_err *err) {
 	LM_RC(tb.tb_batch_step(b, slots, n, teacher, out));
 }
+int nl_tb_batch_prepare(tb_batch *b, nl_err *err) { LM_RC(tb.tb_batch_prepare(b)); }
 int nl_tb_batch_read_logits(tb_batch *b, int slot, float *talker, float *hidden, float *predictor, nl_err *err) {
 	LM_RC(tb.tb_batch_read_logits(b, slot, talker, hidden, predictor));
 }

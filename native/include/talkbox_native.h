@@ -208,6 +208,11 @@ int tb_batch_remove(tb_batch *b, int slot);
  */
 int tb_batch_step(tb_batch *b, const int32_t *slots, int n, const int32_t *teacher, int32_t *out);
 /*
+ * Prepare every step size (1..capacity streams) now rather than on its first
+ * use: a step's launches are captured once per size (a few ms each).
+ */
+int tb_batch_prepare(tb_batch *b);
+/*
  * A stream's raw logits of its last step (or of its prefill: no predictor
  * rows then), as tb_read_logits. Any pointer may be NULL.
  */

@@ -129,6 +129,28 @@ int batch_frame(tb_batch* b, cudaStream_t st, int n) {
   return 0;
 }
 
+// The step graph for n rows, captured on first use.
+int batch_graph(tb_batch* b, int n) {
+  cudaGraphExec_t& ge = b->graphs[n];
+  if (ge) return 0;
+  cudaGraph_t g = nullptr;
+  CK(cudaStreamBeginCapture(b->capture, cudaStreamCaptureModeThreadLocal));
+  const int rc = batch_frame(b, b->capture, n);
+  const cudaError_t end = cudaStreamEndCapture(b->capture, &g);
+  if (rc) {
+    if (g) cudaGraphDestroy(g);
+    return -1;
+  }
+  CK(end);
+  const cudaError_t inst = cudaGraphInstantiateWithFlags(&ge, g, 0);
+  cudaGraphDestroy(g);
+  if (inst != cudaSuccess) {
+    ge = nullptr;
+    return fail("batch step graph: %s", cudaGetErrorString(inst));
+  }
+  return 0;
+}
+
 int batch_check_slot(const tb_batch* b, int slot) {
   if (slot < 0 || slot >= b->cap || !b->used[slot]) return fail("batch slot %d is not in use", slot);
   return 0;
@@ -394,25 +416,8 @@ int tb_batch_step(tb_batch* b, const int32_t* slots, int n, const int32_t* teach
   // Positions: checked on the host from the slot's frame count kept below.
   CK(cudaMemcpyAsync(b->d_rows, b->h_rows, n * 4, cudaMemcpyHostToDevice, st));
   CK(cudaMemcpyAsync(b->s.teach, b->h_teach, (size_t)b->cap * (1 + MAXG) * 4, cudaMemcpyHostToDevice, st));
-  cudaGraphExec_t& ge = b->graphs[n];
-  if (!ge) {
-    cudaGraph_t g = nullptr;
-    CK(cudaStreamBeginCapture(b->capture, cudaStreamCaptureModeThreadLocal));
-    const int rc = batch_frame(b, b->capture, n);
-    const cudaError_t end = cudaStreamEndCapture(b->capture, &g);
-    if (rc) {
-      if (g) cudaGraphDestroy(g);
-      return -1;
-    }
-    CK(end);
-    const cudaError_t inst = cudaGraphInstantiateWithFlags(&ge, g, 0);
-    cudaGraphDestroy(g);
-    if (inst != cudaSuccess) {
-      ge = nullptr;
-      return fail("batch step graph: %s", cudaGetErrorString(inst));
-    }
-  }
-  CK(cudaGraphLaunch(ge, st));
+  if (batch_graph(b, n)) return -1;
+  CK(cudaGraphLaunch(b->graphs[n], st));
   for (int r = 0; r < n; r++)
     CK(cudaMemcpyAsync(b->h_out + slots[r] * bt::OUTW, b->s.out + slots[r] * bt::OUTW, bt::OUTW * 4,
                        cudaMemcpyDeviceToHost, st));
@@ -423,6 +428,14 @@ int tb_batch_step(tb_batch* b, const int32_t* slots, int n, const int32_t* teach
     b->pos[slots[r]]++;
     memcpy(out + r * bt::OUTW, b->h_out + slots[r] * bt::OUTW, bt::OUTW * 4);
   }
+  return 0;
+}
+
+int tb_batch_prepare(tb_batch* b) {
+  if (!b) return fail("no batch");
+  CK(cudaSetDevice(b->e->dev));
+  for (int n = 1; n <= b->cap; n++)
+    if (batch_graph(b, n)) return -1;
   return 0;
 }
 
