@@ -76,8 +76,9 @@ cli-portable: deps
 run: build
 	./bin/talkbox
 
-# The test command of the README and of CI.
-test: deps test-go fuzz test-race-ui
+# The test command of the README and of CI (smoke: the real window under
+# Xvfb, whose session must leave stderr empty).
+test: deps test-go fuzz test-race-ui smoke
 
 test-go:
 	go vet ./...
@@ -155,7 +156,8 @@ test-race-ui: deps
 	go test -race ./ui/... ./app/audio/...
 
 # The real window under Xvfb with the fake engine: type, Speak, Stop, Speak,
-# screenshot; fails on a Fyne call-thread violation. TALKBOX_MODEL=DIR runs the
+# screenshot; fails when the session writes anything on stderr (a Fyne
+# call-thread violation included). TALKBOX_MODEL=DIR runs the
 # real engine on that checkpoint instead. SHOT=docs/screenshot.png
 # refreshes the README screenshot. The binary is bin/talkbox plus the fake
 # engine (-tags fakeengine), which the shipped one leaves out.
