@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 	"unsafe"
@@ -163,6 +164,30 @@ func (bt *Batcher) run() {
 		}
 		waiting = waiting[:0]
 	}
+	handle := func(m batchMsg) {
+		switch m.kind {
+		case msgFrame:
+			waiting = append(waiting, m.s)
+			if m.teacher != nil {
+				teach[m.s] = m.teacher
+			}
+		case msgPrepare:
+			var ce C.nl_err
+			var err error
+			if C.nl_tb_batch_prepare(bt.b, &ce) != 0 {
+				err = failed("prepare batch steps", &ce)
+			}
+			m.s.res <- stepResult{err: err}
+		case msgLeave:
+			delete(active, m.s)
+			var ce C.nl_err
+			if C.nl_tb_batch_remove(bt.b, C.int(m.s.slot), &ce) != 0 {
+				m.s.res <- stepResult{err: failed("leave batch", &ce)}
+				return
+			}
+			m.s.res <- stepResult{}
+		}
+	}
 	for {
 		if len(active) > 0 && len(waiting) == len(active) {
 			bt.step(waiting, teach)
@@ -185,33 +210,38 @@ func (bt *Batcher) run() {
 				}
 			}
 		}
-		switch m.kind {
-		case msgAdd:
-			r := bt.add(m.s)
+		if m.kind != msgAdd {
+			handle(m)
+			continue
+		}
+		// Admissions that arrive together prefill together (one pass over
+		// the weights for all their prompts).
+		adds := []*batchStream{m.s}
+	more:
+		for {
+			select {
+			case m2 := <-bt.ctl:
+				if m2.kind == msgAdd {
+					adds = append(adds, m2.s)
+				} else {
+					handle(m2)
+				}
+			default:
+				break more
+			}
+		}
+		free := bt.cap - len(active)
+		for i, s := range adds {
+			if i >= free {
+				s.res <- stepResult{err: fmt.Errorf("%w (%d streams)", ErrBatchFull, bt.cap)}
+			}
+		}
+		adds = adds[:min(len(adds), free)]
+		for i, r := range bt.add(adds) {
 			if r.err == nil {
-				active[m.s] = true
+				active[adds[i]] = true
 			}
-			m.s.res <- r
-		case msgFrame:
-			waiting = append(waiting, m.s)
-			if m.teacher != nil {
-				teach[m.s] = m.teacher
-			}
-		case msgPrepare:
-			var ce C.nl_err
-			var err error
-			if C.nl_tb_batch_prepare(bt.b, &ce) != 0 {
-				err = failed("prepare batch steps", &ce)
-			}
-			m.s.res <- stepResult{err: err}
-		case msgLeave:
-			delete(active, m.s)
-			var ce C.nl_err
-			if C.nl_tb_batch_remove(bt.b, C.int(m.s.slot), &ce) != 0 {
-				m.s.res <- stepResult{err: failed("leave batch", &ce)}
-				continue
-			}
-			m.s.res <- stepResult{}
+			adds[i].res <- r
 		}
 	}
 }
@@ -223,28 +253,55 @@ func floatPtr(v []float32) *C.float {
 	return (*C.float)(unsafe.Pointer(&v[0]))
 }
 
-// add prefills s's prompt into a free slot.
-func (bt *Batcher) add(s *batchStream) stepResult {
+// add prefills the streams' prompts together into free slots (one by one
+// when that fails, so one stream's bad input fails only that stream).
+func (bt *Batcher) add(ss []*batchStream) []stepResult {
+	res := make([]stepResult, len(ss))
+	if len(ss) == 0 {
+		return res
+	}
 	h := bt.spec.Hidden
-	rows := flatten(s.p.Prefill, h)
-	trail := flatten(s.p.Trailing, h)
-	ts, ps := cSampler(s.opt.Talker), cSampler(s.opt.Predictor)
-	var slot C.int
-	var g0 C.int32_t
-	var ce C.nl_err
-	if C.nl_tb_batch_add(bt.b, floatPtr(rows), C.int(len(s.p.Prefill)), floatPtr(trail), C.int(len(s.p.Trailing)),
-		floatPtr(s.p.TTSPad), &ts, &ps, C.uint64_t(s.opt.Seed), C.int(boolInt(s.exact)), &slot, &g0, &ce) != 0 {
-		if isFull(&ce) {
-			return stepResult{err: fmt.Errorf("%w (%d streams)", ErrBatchFull, bt.cap)}
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	ptr := func(v []float32) *C.float {
+		if len(v) == 0 {
+			return nil
 		}
-		return stepResult{err: failed("batch prefill", &ce)}
+		pin.Pin(&v[0])
+		return (*C.float)(unsafe.Pointer(&v[0]))
 	}
-	s.slot = int(slot)
-	r := stepResult{g0: int(g0)}
-	if s.logits {
-		r.logits = bt.readLogits(s, false, &r)
+	reqs := make([]C.tb_batch_request, len(ss))
+	for i, s := range ss {
+		reqs[i] = C.tb_batch_request{rows: ptr(flatten(s.p.Prefill, h)), n: C.int(len(s.p.Prefill)),
+			trailing: ptr(flatten(s.p.Trailing, h)), n_trailing: C.int(len(s.p.Trailing)), tts_pad: ptr(s.p.TTSPad),
+			talker: cSampler(s.opt.Talker), predictor: cSampler(s.opt.Predictor), seed: C.uint64_t(s.opt.Seed),
+			mask_eos: C.int(boolInt(s.exact))}
 	}
-	return r
+	slots := make([]C.int, len(ss))
+	g0 := make([]C.int32_t, len(ss))
+	var ce C.nl_err
+	if C.nl_tb_batch_add_many(bt.b, &reqs[0], C.int(len(ss)), &slots[0], &g0[0], &ce) != 0 {
+		if len(ss) > 1 {
+			for i, s := range ss {
+				res[i] = bt.add([]*batchStream{s})[0]
+			}
+			return res
+		}
+		if isFull(&ce) {
+			res[0].err = fmt.Errorf("%w (%d streams)", ErrBatchFull, bt.cap)
+		} else {
+			res[0].err = failed("batch prefill", &ce)
+		}
+		return res
+	}
+	for i, s := range ss {
+		s.slot = int(slots[i])
+		res[i].g0 = int(g0[i])
+		if s.logits {
+			res[i].logits = bt.readLogits(s, false, &res[i])
+		}
+	}
+	return res
 }
 
 func isFull(ce *C.nl_err) bool {

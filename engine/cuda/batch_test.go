@@ -116,7 +116,8 @@ func TestBatchStreamsIndependent(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			time.Sleep(time.Duration(i) * 2 * time.Millisecond)
+			// Three at a time: those admitted together prefill together.
+			time.Sleep(time.Duration(i/3) * 2 * time.Millisecond)
 			got[i], _, errs[i] = run(t, b.LM(), context.Background(), j.p, j.opt)
 		}()
 	}

@@ -197,6 +197,25 @@ int tb_batch_capacity(const tb_batch *b);
 int tb_batch_add(tb_batch *b, const float *rows, int n, const float *trailing, int n_trailing, const float *tts_pad,
                  const tb_sampler *talker, const tb_sampler *predictor, uint64_t seed, int mask_eos, int *slot,
                  int32_t *g0);
+/* One stream's admission (tb_batch_add's arguments). */
+typedef struct {
+    const float *rows;       /* n x H prompt rows */
+    int n;
+    const float *trailing;   /* n_trailing x H text rows (NULL when 0) */
+    int n_trailing;
+    const float *tts_pad;    /* H */
+    tb_sampler talker, predictor;
+    uint64_t seed;
+    int mask_eos;
+} tb_batch_request;
+/*
+ * Admit k streams at once: their prompts run through the talker together
+ * (one pass over the weights, each prompt attending only to itself), as if
+ * admitted one by one. slots[i] and g0[i] receive stream i's slot and first
+ * group 0. All or none: fails with "batch full" when fewer than k slots are
+ * free.
+ */
+int tb_batch_add_many(tb_batch *b, const tb_batch_request *req, int k, int *slots, int32_t *g0);
 /* Free a stream's slot (finished or cancelled); the other streams go on. */
 int tb_batch_remove(tb_batch *b, int slot);
 /*

@@ -12,7 +12,7 @@ struct tb_batch : DeviceMem {
   Params* d_prm = nullptr;      // [cap]
   std::vector<Params> prm;      // host copies
   std::vector<char> used;       // slot -> in use
-  std::vector<int> last_row;    // slot -> its row of tlog in the last work (cap: its prefill)
+  std::vector<int> last_row;    // slot -> its row of tlog in the last work (>= cap: its prefill)
   std::vector<int> pos;         // slot -> the talker position of its next step
   std::vector<float*> trail;    // slot -> its text rows
   std::vector<size_t> trail_cap;
@@ -20,14 +20,16 @@ struct tb_batch : DeviceMem {
   uint32_t* hist = nullptr;     // [cap][hist_words]
   size_t hist_words = 0;
   double* scratch = nullptr;    // sampler scratch [2 cap][2 maxV]
-  int32_t* d_rows = nullptr;    // [2 cap] rows of a step (slot of each row), then the identity
+  int32_t* d_rows = nullptr;    // [2 cap] rows of a step (slot of each row)
+  int32_t* d_prow = nullptr;    // admissions' prompt rows: positions, slots, first rows [3][prow_cap]
+  int prow_cap = 0;
   int32_t* h_rows = nullptr;    // pinned staging of the row list
   int32_t* h_out = nullptr;     // pinned [cap][OUTW]
   int32_t* h_teach = nullptr;   // pinned [cap][1 + MAXG]
   // Work buffers for up to 2 cap rows (the predictor's first step) or a prompt.
   int wrows = 0;
   float *x = nullptr, *xin = nullptr, *in = nullptr, *qkv = nullptr, *mlp = nullptr, *hn = nullptr;
-  float *tlog = nullptr, *plog = nullptr;  // [cap + 1][V], [cap][G - 1][Vp]
+  float *tlog = nullptr, *plog = nullptr;  // [2 cap][V] (steps' rows, then admissions'), [cap][G - 1][Vp]
   cudaEvent_t done = nullptr;
   // A step's launches as a CUDA graph for each row count (captured on first
   // use on their own stream, launched on the engine's): some 900 small
@@ -83,13 +85,14 @@ void batch_sample(tb_batch* b, cudaStream_t st, const int32_t* rows, int n, cons
   bt::sample<<<n, NT, batch_sample_smem(V), st>>>(b->s, rows, logits, ld, V, kind, j);
 }
 
-// One stack (talker or predictor) over the rows of m, then its final norm on
-// every `last`-th row from row `first` (the rows that produce logits) into hn.
+// One stack (talker or predictor) over the rows of m (its final norm is the
+// caller's: it runs on the rows that produce logits).
 void batch_stack(tb_batch* b, cudaStream_t st, const StackD& S, const std::vector<LayerD>& layers,
                  const bt::RowMap& m) {
   const int QN = (S.nh + 2 * S.nkv) * HD;
   tc_layers<true>(st, S, layers.data(), m.n, b->x, b->in, b->qkv, b->mlp, [&](int l, const LayerD& L) {
-    bt::rope_attend<<<m.n / bt::rows_per_stream(m) * S.nkv, bt::AT, 0, st>>>(b->s, m, S, l, L.q_norm, L.k_norm, b->qkv, QN, b->in);
+    bt::rope_attend<<<m.n / bt::rows_per_stream(m) * S.nkv, bt::AT, 0, st>>>(b->s, m, S, l, L.q_norm, L.k_norm,
+                                                                              b->qkv, QN, b->in);
   });
 }
 
@@ -238,7 +241,7 @@ tb_batch* tb_batch_create(tb_engine* e, int max_streams, int max_positions) {
       b->alloc(&b->d_rows, rows) || b->alloc(&b->x, (size_t)rows * maxW) || b->alloc(&b->xin, (size_t)rows * H) ||
       b->alloc(&b->in, (size_t)rows * std::max(maxW, AOmax)) || b->alloc(&b->qkv, (size_t)rows * QN) ||
       b->alloc(&b->mlp, (size_t)rows * Imax) || b->alloc(&b->hn, (size_t)rows * maxW) ||
-      b->alloc(&b->tlog, (size_t)(cap + 1) * w.V) || b->alloc(&b->plog, (size_t)cap * (w.G - 1) * w.Vp))
+      b->alloc(&b->tlog, (size_t)2 * cap * w.V) || b->alloc(&b->plog, (size_t)cap * (w.G - 1) * w.Vp))
     return bail();
   if (cudaMallocHost(&b->h_rows, rows * sizeof(int32_t)) != cudaSuccess ||
       cudaMallocHost(&b->h_out, (size_t)cap * bt::OUTW * sizeof(int32_t)) != cudaSuccess ||
@@ -287,98 +290,134 @@ void tb_batch_destroy(tb_batch* b) { delete b; }
 
 int tb_batch_capacity(const tb_batch* b) { return b ? b->cap : 0; }
 
-int tb_batch_add(tb_batch* b, const float* rows, int n, const float* trailing, int n_trailing, const float* tts_pad,
-                 const tb_sampler* t, const tb_sampler* p, uint64_t seed, int mask_eos, int* slot_out, int32_t* g0) {
-  if (!b || !rows || !tts_pad || !t || !p || !slot_out || !g0) return fail("tb_batch_add: null argument");
-  if (n <= 0) return fail("prefill needs at least one row");
-  if (n >= b->tcap) return fail("prefill of %d rows leaves no room in %d positions", n, b->tcap);
-  if (n_trailing < 0 || (n_trailing > 0 && !trailing)) return fail("bad trailing rows");
-  for (const tb_sampler* s : {t, p}) {
-    if (s->do_sample && !(s->temperature > 0.f)) return fail("temperature %g must be > 0", s->temperature);
-    if (s->top_k < 0) return fail("top_k %d must be >= 0", s->top_k);
-    if (s->do_sample && !(s->top_p > 0.f && s->top_p <= 1.f)) return fail("top_p %g outside (0, 1]", s->top_p);
+int tb_batch_add_many(tb_batch* b, const tb_batch_request* req, int k, int* slots, int32_t* g0) {
+  if (!b || !req || !slots || !g0) return fail("tb_batch_add_many: null argument");
+  if (k < 1 || k > b->cap) return fail("tb_batch_add_many: %d streams, want 1..%d", k, b->cap);
+  int total = 0;
+  for (int i = 0; i < k; i++) {
+    const tb_batch_request& q = req[i];
+    if (!q.rows || !q.tts_pad) return fail("stream %d: null prompt", i);
+    if (q.n <= 0) return fail("prefill needs at least one row");
+    if (q.n >= b->tcap) return fail("prefill of %d rows leaves no room in %d positions", q.n, b->tcap);
+    if (q.n_trailing < 0 || (q.n_trailing > 0 && !q.trailing)) return fail("bad trailing rows");
+    for (const tb_sampler* t : {&q.talker, &q.predictor}) {
+      if (t->do_sample && !(t->temperature > 0.f)) return fail("temperature %g must be > 0", t->temperature);
+      if (t->top_k < 0) return fail("top_k %d must be >= 0", t->top_k);
+      if (t->do_sample && !(t->top_p > 0.f && t->top_p <= 1.f)) return fail("top_p %g outside (0, 1]", t->top_p);
+    }
+    total += q.n;
   }
-  int slot = -1;
-  for (int i = 0; i < b->cap && slot < 0; i++)
-    if (!b->used[i]) slot = i;
-  if (slot < 0) return fail("batch full: all %d streams in use", b->cap);
+  int found = 0;
+  for (int i = 0; i < b->cap && found < k; i++)
+    if (!b->used[i]) slots[found++] = i;
+  if (found < k) return fail("batch full: %d of %d streams in use, %d asked for", b->cap - found, b->cap, k);
   tb_engine* e = b->e;
   CK(cudaSetDevice(e->dev));
   const cudaStream_t st = e->stream;
   const int H = b->H;
-  // The prompt through the talker into the slot's cache, in the work buffers
-  // (grown for long prompts).
-  if (n > b->wrows) {
+  const StackD& T = e->P.w.tk;
+  const StackD& C = e->P.w.cp;
+  // The prompts one after another through the talker into their slots'
+  // caches, in the work buffers (grown for long prompts).
+  if (total > b->wrows) {
     b->drop_graphs();
-    const StackD& T = e->P.w.tk;
-    const StackD& C = e->P.w.cp;
     const int maxW = std::max(b->H, b->Hp);
     b->wrows = 0;
-    if (b->regrow(&b->x, (size_t)n * maxW) ||
-        b->regrow(&b->in, (size_t)n * std::max(maxW, std::max(T.nh, C.nh) * HD)) ||
-        b->regrow(&b->qkv, (size_t)n * std::max((T.nh + 2 * T.nkv) * HD, (C.nh + 2 * C.nkv) * HD)) ||
-        b->regrow(&b->mlp, (size_t)n * std::max(T.I, C.I)))
+    if (b->regrow(&b->x, (size_t)total * maxW) ||
+        b->regrow(&b->in, (size_t)total * std::max(maxW, std::max(T.nh, C.nh) * HD)) ||
+        b->regrow(&b->qkv, (size_t)total * std::max((T.nh + 2 * T.nkv) * HD, (C.nh + 2 * C.nkv) * HD)) ||
+        b->regrow(&b->mlp, (size_t)total * std::max(T.I, C.I)))
       return -1;
-    b->wrows = n;
+    b->wrows = total;
   }
-  const size_t tn = (size_t)std::max(n_trailing, 1) * H;
-  if (tn > b->trail_cap[slot]) {
-    if (b->trail[slot]) cudaFree(b->trail[slot]);
-    b->trail[slot] = nullptr;
-    b->trail_cap[slot] = 0;
-    CK(cudaMalloc(&b->trail[slot], tn * 4));
-    b->trail_cap[slot] = tn;
+  if (total > b->prow_cap) {
+    b->prow_cap = 0;
+    if (b->regrow(&b->d_prow, (size_t)3 * total)) return -1;
+    b->prow_cap = total;
   }
-  Params& prm = b->prm[slot];
-  prm.arg.st = SamplerD{t->do_sample, t->temperature, t->top_k, t->top_p, t->repetition_penalty};
-  prm.arg.sp = SamplerD{p->do_sample, p->temperature, p->top_k, p->top_p, 1.f};
-  prm.arg.seed = seed;
-  prm.arg.mask_eos = mask_eos != 0;
-  prm.arg.trail = b->trail[slot];
-  prm.arg.ntrail = n_trailing;
-  CK(cudaMemcpyAsync(b->d_prm + slot, &prm, sizeof(Params), cudaMemcpyHostToDevice, st));
-  CK(cudaMemcpyAsync(b->x, rows, (size_t)n * H * 4, cudaMemcpyHostToDevice, st));
-  if (n_trailing > 0)
-    CK(cudaMemcpyAsync(b->trail[slot], trailing, (size_t)n_trailing * H * 4, cudaMemcpyHostToDevice, st));
-  CK(cudaMemcpyAsync(b->pad + (size_t)H * slot, tts_pad, (size_t)H * 4, cudaMemcpyHostToDevice, st));
-  CK(cudaMemsetAsync(prm.buf.hist, 0, b->hist_words * 4, st));
-  CK(cudaMemsetAsync(b->s.codes + slot * MAXG, 0, MAXG * 4, st));
-  CK(cudaMemsetAsync(b->s.teach + slot * (1 + MAXG), 0, (1 + MAXG) * 4, st));
-  CK(cudaMemsetAsync(b->s.frame + slot, 0, 4, st));
-  const int32_t pos = n;
-  CK(cudaMemcpyAsync(b->s.tpos + slot, &pos, 4, cudaMemcpyHostToDevice, st));
-  const StackD& T = e->P.w.tk;
+  std::vector<int32_t> prow(3 * (size_t)total);  // per row: position, slot, first row of its prompt
+  for (int i = 0, r0 = 0; i < k; r0 += req[i].n, i++) {
+    const tb_batch_request& q = req[i];
+    const int slot = slots[i];
+    const size_t tn = (size_t)std::max(q.n_trailing, 1) * H;
+    if (tn > b->trail_cap[slot]) {
+      if (b->trail[slot]) cudaFree(b->trail[slot]);
+      b->trail[slot] = nullptr;
+      b->trail_cap[slot] = 0;
+      CK(cudaMalloc(&b->trail[slot], tn * 4));
+      b->trail_cap[slot] = tn;
+    }
+    Params& prm = b->prm[slot];
+    prm.arg.st = SamplerD{q.talker.do_sample, q.talker.temperature, q.talker.top_k, q.talker.top_p,
+                          q.talker.repetition_penalty};
+    prm.arg.sp = SamplerD{q.predictor.do_sample, q.predictor.temperature, q.predictor.top_k, q.predictor.top_p, 1.f};
+    prm.arg.seed = q.seed;
+    prm.arg.mask_eos = q.mask_eos != 0;
+    prm.arg.trail = b->trail[slot];
+    prm.arg.ntrail = q.n_trailing;
+    CK(cudaMemcpyAsync(b->d_prm + slot, &prm, sizeof(Params), cudaMemcpyHostToDevice, st));
+    CK(cudaMemcpyAsync(b->x + (size_t)r0 * H, q.rows, (size_t)q.n * H * 4, cudaMemcpyHostToDevice, st));
+    if (q.n_trailing > 0)
+      CK(cudaMemcpyAsync(b->trail[slot], q.trailing, (size_t)q.n_trailing * H * 4, cudaMemcpyHostToDevice, st));
+    CK(cudaMemcpyAsync(b->pad + (size_t)H * slot, q.tts_pad, (size_t)H * 4, cudaMemcpyHostToDevice, st));
+    CK(cudaMemsetAsync(prm.buf.hist, 0, b->hist_words * 4, st));
+    CK(cudaMemsetAsync(b->s.codes + slot * MAXG, 0, MAXG * 4, st));
+    CK(cudaMemsetAsync(b->s.teach + slot * (1 + MAXG), 0, (1 + MAXG) * 4, st));
+    CK(cudaMemsetAsync(b->s.frame + slot, 0, 4, st));
+    CK(cudaMemcpyAsync(b->s.tpos + slot, &q.n, 4, cudaMemcpyHostToDevice, st));
+    for (int r = 0; r < q.n; r++) {
+      prow[r0 + r] = r;
+      prow[total + r0 + r] = slot;
+      prow[2 * total + r0 + r] = r0;
+    }
+  }
+  CK(cudaMemcpyAsync(b->d_prow, prow.data(), prow.size() * 4, cudaMemcpyHostToDevice, st));
+  const int32_t* pos = b->d_prow;
+  const int32_t* pslot = b->d_prow + total;
+  const int32_t* first = b->d_prow + 2 * total;
   const int QN = (T.nh + 2 * T.nkv) * HD;
-  const int rope_blocks = (n * (T.nh + 2 * T.nkv) + pf::PW - 1) / pf::PW;
-  const int attn_blocks = (n * T.nh + pf::PW - 1) / pf::PW;
-  uint16_t* kc = b->s.tk_k + b->s.tk_slot * slot;
-  uint16_t* vc = b->s.tk_v + b->s.tk_slot * slot;
-  tc_layers(st, T, e->tk_layers.data(), n, b->x, b->in, b->qkv, b->mlp, [&](int l, const LayerD& L) {
+  const int rope_blocks = (total * (T.nh + 2 * T.nkv) + pf::PW - 1) / pf::PW;
+  const int attn_blocks = (total * T.nh + pf::PW - 1) / pf::PW;
+  tc_layers(st, T, e->tk_layers.data(), total, b->x, b->in, b->qkv, b->mlp, [&](int l, const LayerD& L) {
     const size_t cache = (size_t)l * T.nkv * b->tcap * HD;
-    pf::rope_cache<<<rope_blocks, pf::PT, 0, st>>>(
-        {b->qkv, QN, n, T.nh, T.nkv, L.q_norm, L.k_norm, T.eps, T.rope, kc + cache, vc + cache, b->tcap});
-    pf::attend_rows<<<attn_blocks, pf::PT, 0, st>>>(b->qkv, QN, n, T.nh, T.nkv, b->in);
+    pf::rope_cache<<<rope_blocks, pf::PT, 0, st>>>({b->qkv, QN, total, T.nh, T.nkv, L.q_norm, L.k_norm, T.eps, T.rope,
+                                                    b->s.tk_k + cache, b->s.tk_v + cache, b->tcap, pos, pslot,
+                                                    b->s.tk_slot});
+    pf::attend_rows<<<attn_blocks, pf::PT, 0, st>>>(b->qkv, QN, total, T.nh, T.nkv, b->in, first);
   });
-  // The last row's head and group 0 of frame 0; its hidden state is the
-  // predictor's first input. Logits into tlog row cap (tb_batch_read_logits).
-  pf::rms_rows<<<1, pf::PT, 0, st>>>(b->x + (size_t)(n - 1) * H, H, H, T.final_norm, T.eps,
-                                     b->s.hidden + (size_t)slot * H, H);
+  // Each prompt's last row: its head and group 0 of frame 0; its hidden
+  // state is the predictor's first input. Logits into tlog rows cap..cap+k-1
+  // (tb_batch_read_logits, until the next admission).
+  for (int i = 0, r0 = 0; i < k; r0 += req[i].n, i++)
+    pf::rms_rows<<<1, pf::PT, 0, st>>>(b->x + (size_t)(r0 + req[i].n - 1) * H, H, H, T.final_norm, T.eps,
+                                       b->hn + (size_t)i * H, H);
+  for (int i = 0; i < k; i++) b->h_rows[i] = slots[i];
+  CK(cudaMemcpyAsync(b->d_rows, b->h_rows, (size_t)k * 4, cudaMemcpyHostToDevice, st));
+  bt::scatter_rows<<<k, pf::PT, 0, st>>>(b->hn, H, b->d_rows, b->s.hidden);
   float* lg = b->tlog + (size_t)b->cap * b->V;
-  gemm_run<pf::EPI_STORE>(st, {e->P.w.codec_head, nullptr, b->V, H, b->s.hidden + (size_t)slot * H, H, 1, lg, b->V});
-  b->h_rows[0] = slot;
-  CK(cudaMemcpyAsync(b->d_rows, b->h_rows, 4, cudaMemcpyHostToDevice, st));
-  batch_sample(b, st, b->d_rows, 1, lg, b->V, b->V, bt::SAMPLE_PREFILL, 0);
+  gemm_run<pf::EPI_STORE>(st, {e->P.w.codec_head, nullptr, b->V, H, b->hn, H, k, lg, b->V});
+  batch_sample(b, st, b->d_rows, k, lg, b->V, b->V, bt::SAMPLE_PREFILL, 0);
   CK(cudaGetLastError());
-  CK(cudaMemcpyAsync(b->h_out + slot * bt::OUTW, b->s.out + slot * bt::OUTW, bt::OUTW * 4, cudaMemcpyDeviceToHost, st));
+  for (int i = 0; i < k; i++)
+    CK(cudaMemcpyAsync(b->h_out + slots[i] * bt::OUTW, b->s.out + slots[i] * bt::OUTW, bt::OUTW * 4,
+                       cudaMemcpyDeviceToHost, st));
   CK(cudaStreamSynchronize(st));
-  const int32_t* o = b->h_out + slot * bt::OUTW;
-  if (o[17]) return fail("prefill: no finite group-0 logit to sample from");
-  b->used[slot] = 1;
-  b->last_row[slot] = b->cap;
-  b->pos[slot] = n;
-  *slot_out = slot;
-  *g0 = o[16];
+  for (int i = 0; i < k; i++)
+    if (b->h_out[slots[i] * bt::OUTW + 17]) return fail("prefill of stream %d: no finite group-0 logit to sample from", i);
+  for (int i = 0; i < k; i++) {
+    b->used[slots[i]] = 1;
+    b->last_row[slots[i]] = b->cap + i;
+    b->pos[slots[i]] = req[i].n;
+    g0[i] = b->h_out[slots[i] * bt::OUTW + 16];
+  }
   return 0;
+}
+
+int tb_batch_add(tb_batch* b, const float* rows, int n, const float* trailing, int n_trailing, const float* tts_pad,
+                 const tb_sampler* t, const tb_sampler* p, uint64_t seed, int mask_eos, int* slot, int32_t* g0) {
+  if (!t || !p) return fail("tb_batch_add: null argument");
+  const tb_batch_request q{rows, n, trailing, n_trailing, tts_pad, *t, *p, seed, mask_eos};
+  return tb_batch_add_many(b, &q, 1, slot, g0);
 }
 
 int tb_batch_remove(tb_batch* b, int slot) {
@@ -447,7 +486,7 @@ int tb_batch_read_logits(tb_batch* b, int slot, float* talker, float* hidden, fl
   if (talker) CK(cudaMemcpy(talker, b->tlog + (size_t)r * b->V, (size_t)b->V * 4, cudaMemcpyDeviceToHost));
   if (hidden) CK(cudaMemcpy(hidden, b->s.hidden + (size_t)slot * b->H, (size_t)b->H * 4, cudaMemcpyDeviceToHost));
   if (predictor) {
-    if (r == b->cap) return fail("no frame since the prefill of slot %d", slot);
+    if (r >= b->cap) return fail("no frame since the prefill of slot %d", slot);
     CK(cudaMemcpy(predictor, b->plog + (size_t)r * (b->G - 1) * b->Vp, (size_t)(b->G - 1) * b->Vp * 4,
                   cudaMemcpyDeviceToHost));
   }

@@ -241,28 +241,36 @@ struct RopeArgs {
   const float2* rope;  // the stack's RoPE table (rope_table)
   uint16_t *kc, *vc;  // this layer's caches [nkv][cap][HD]
   int cap;
+  // Rows of several prompts one after another (the batched decode's
+  // admissions): row r is position pos[r] of the stream whose caches are
+  // slot[r] * slot_stride elements past kc and vc. NULL: one prompt, row r at
+  // position r.
+  const int32_t *pos, *slot;
+  size_t slot_stride;
 };
 
-// One warp per (row, head vector): q and k get their RMSNorm and RoPE at
-// position = row, k and v go into the bf16 cache for the decode steps.
+// One warp per (row, head vector): q and k get their RMSNorm and RoPE at the
+// row's position, k and v go into the bf16 cache for the decode steps.
 __global__ void __launch_bounds__(PT) rope_cache(const RopeArgs r) {
   const int lane = threadIdx.x & 31;
   const int per_row = r.nh + 2 * r.nkv;
   const int item = blockIdx.x * PW + (threadIdx.x >> 5);
   if (item >= r.M * per_row) return;
   const int row = item / per_row, v = item % per_row;
+  const int pos = r.pos ? r.pos[row] : row;
   float* vec = r.qkv + (size_t)row * r.qs + v * HD;
   if (v < r.nh) {
-    norm_rope(vec, r.q_norm, r.eps, row, r.rope, vec);
+    norm_rope(vec, r.q_norm, r.eps, pos, r.rope, vec);
     return;
   }
   const bool is_k = v < r.nh + r.nkv;
   const int kvh = is_k ? v - r.nh : v - r.nh - r.nkv;
   if (is_k) {
-    norm_rope(vec, r.k_norm, r.eps, row, r.rope, vec);
+    norm_rope(vec, r.k_norm, r.eps, pos, r.rope, vec);
     __syncwarp();
   }
-  uint16_t* dst = (is_k ? r.kc : r.vc) + ((size_t)kvh * r.cap + row) * HD;
+  const size_t stream = r.slot ? (size_t)r.slot[row] * r.slot_stride : 0;
+  uint16_t* dst = (is_k ? r.kc : r.vc) + stream + ((size_t)kvh * r.cap + pos) * HD;
   for (int d = lane; d < HD; d += 32) dst[d] = f2bf(vec[d]);
 }
 
@@ -295,8 +303,11 @@ __device__ __forceinline__ void softmax_fold(const float (&s)[B], const float4 (
 
 // Causal attention of every (row, q head), one warp each, over the prompt's
 // own fp32 k and v (as the cooperative prefill does within a pass). Writes
-// the context vectors [M][nh*HD].
-__global__ void __launch_bounds__(PT) attend_rows(const float* qkv, int qs, int M, int nh, int nkv, float* out) {
+// the context vectors [M][nh*HD]. first (NULL: one prompt) holds each row's
+// prompt's first row when the rows are several prompts one after another
+// (the batched decode's admissions).
+__global__ void __launch_bounds__(PT) attend_rows(const float* qkv, int qs, int M, int nh, int nkv, float* out,
+                                                  const int* first = nullptr) {
   const int lane = threadIdx.x & 31;
   const int item = blockIdx.x * PW + (threadIdx.x >> 5);
   if (item >= M * nh) return;
@@ -308,7 +319,7 @@ __global__ void __launch_bounds__(PT) attend_rows(const float* qkv, int qs, int 
   float m = -CUDART_INF_F, l = 0.f;
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
   constexpr int B = 4;  // positions in flight: their loads and warp sums overlap
-  for (int j0 = 0; j0 <= t; j0 += B) {
+  for (int j0 = first ? first[t] : 0; j0 <= t; j0 += B) {
     float4 k[B], v[B];
     float s[B];
 #pragma unroll
