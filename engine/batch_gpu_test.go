@@ -11,8 +11,8 @@ import (
 )
 
 // With Streams > 1 on the GPU, utterances that arrive together run at once:
-// one on the single-stream LM, the rest in the batch, each to its full
-// length. Skips without a GPU (CI).
+// one on the single-stream LM, the rest in the batch (one-frame first chunk,
+// then batchChunkFrames), each to its full length. Skips without a GPU (CI).
 func TestConcurrentUtterancesOnGPU(t *testing.T) {
 	if err := cuda.Available(); err != nil {
 		t.Skipf("skipping: CUDA engine unavailable: %v", err)
@@ -26,6 +26,7 @@ func TestConcurrentUtterancesOnGPU(t *testing.T) {
 	stats := make([]*Stats, n)
 	samples := make([]int, n)
 	errs := make([]error, n)
+	sizes := make([][]int, n) // frames of each chunk
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
 		wg.Add(1)
@@ -36,7 +37,16 @@ func TestConcurrentUtterancesOnGPU(t *testing.T) {
 				errs[i] = err
 				return
 			}
-			pcm, _, final := drain(t, ch)
+			var pcm []float32
+			var final Chunk
+			for c := range ch {
+				if c.Final {
+					final = c
+					continue
+				}
+				sizes[i] = append(sizes[i], c.Frames)
+				pcm = append(pcm, c.PCM...)
+			}
 			samples[i], stats[i], errs[i] = len(pcm), final.Stats, final.Err
 		}()
 	}
@@ -51,6 +61,13 @@ func TestConcurrentUtterancesOnGPU(t *testing.T) {
 		}
 		if stats[i] != nil && strings.Contains(stats[i].Device, "batched") {
 			batched++
+			// One frame first, then at least batchChunkFrames (the last may be short).
+			for k, f := range sizes[i] {
+				if (k == 0 && f != 1) || (k > 0 && k < len(sizes[i])-1 && f < batchChunkFrames) {
+					t.Errorf("utterance %d in the batch: chunks of %v frames", i, sizes[i])
+					break
+				}
+			}
 		}
 	}
 	if batched < 1 {
