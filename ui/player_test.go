@@ -39,24 +39,41 @@ func (s *savedSettings) last(t *testing.T) settings.Settings {
 	return s.list[len(s.list)-1]
 }
 
+// openLog records the options of every model load.
+type openLog struct {
+	mu     sync.Mutex
+	opened []OpenOptions
+}
+
+// record makes c's Open log its options.
+func (l *openLog) record(c *Config) {
+	open := c.Open
+	c.Open = func(dir string, o OpenOptions) (Engine, error) {
+		l.mu.Lock()
+		l.opened = append(l.opened, o)
+		l.mu.Unlock()
+		return open(dir, o)
+	}
+}
+
+// list is a copy of the loads so far.
+func (l *openLog) list() []OpenOptions {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]OpenOptions(nil), l.opened...)
+}
+
 // The remembered volume, speed, Details fold and CPU precision are applied
 // at start (to the player, the sliders, the panel and the model load);
 // changes apply to the player at once and are saved.
 func TestPlayerSettingsRestoredAndSaved(t *testing.T) {
 	var saved savedSettings
-	var mu sync.Mutex
-	var opened []OpenOptions
+	var loads openLog
 	h := newHarnessWith(t, &uitest.FakeEngine{RTF: 0.3}, nil, func(c *Config) {
 		s := settings.Defaults()
 		s.Volume, s.Speed, s.Details, s.Precision = 40, 1.5, true, "f32"
 		c.Settings, c.SaveSettings = s, saved.save
-		open := c.Open
-		c.Open = func(dir string, o OpenOptions) (Engine, error) {
-			mu.Lock()
-			opened = append(opened, o)
-			mu.Unlock()
-			return open(dir, o)
-		}
+		loads.record(c)
 	})
 	h.ready()
 	u, p := h.ui, h.player
@@ -69,11 +86,9 @@ func TestPlayerSettingsRestoredAndSaved(t *testing.T) {
 	if !u.details.Visible() || u.panel.summary.Visible() {
 		t.Fatal("Details remembered open, but the latency panel is folded")
 	}
-	mu.Lock()
-	if len(opened) != 1 || opened[0].Precision != "f32" {
+	if opened := loads.list(); len(opened) != 1 || opened[0].Precision != "f32" {
 		t.Fatalf("model opened with %+v, want the remembered precision f32", opened)
 	}
-	mu.Unlock()
 
 	u.volume.SetValue(135)
 	u.speed.SetValue(0.75)
@@ -259,17 +274,8 @@ func TestVolumeAndSpeedDuringPlayback(t *testing.T) {
 // The Settings dialog says there is no global shortcut, and a precision
 // picked there is remembered and used by the next model load.
 func TestSettingsDialogPrecision(t *testing.T) {
-	var mu sync.Mutex
-	var opened []OpenOptions
-	h := newHarnessWith(t, &uitest.FakeEngine{RTF: 0.2}, nil, func(c *Config) {
-		open := c.Open
-		c.Open = func(dir string, o OpenOptions) (Engine, error) {
-			mu.Lock()
-			opened = append(opened, o)
-			mu.Unlock()
-			return open(dir, o)
-		}
-	})
+	var loads openLog
+	h := newHarnessWith(t, &uitest.FakeEngine{RTF: 0.2}, nil, loads.record)
 	h.ready()
 	u := h.ui
 	content := u.settingsContent()
@@ -284,14 +290,8 @@ func TestSettingsDialogPrecision(t *testing.T) {
 	}
 	u.reloadModel()
 	h.ready()
-	h.waitFor("the reload", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(opened) == 2
-	})
-	mu.Lock()
-	defer mu.Unlock()
-	if opened[0].Precision != "" || opened[1].Precision != "f32" {
+	h.waitFor("the reload", func() bool { return len(loads.list()) == 2 })
+	if opened := loads.list(); opened[0].Precision != "" || opened[1].Precision != "f32" {
 		t.Fatalf("loads with %+v, want the default then f32", opened)
 	}
 }
