@@ -50,17 +50,7 @@ func TestVoiceAddThenSay(t *testing.T) {
 			spk := c.F32("ref_spk_embedding")
 			golden.AssertClose(t, "voice add x-vector", added.XVector, spk, golden.ActivationTol(spk, 1e-4))
 			if tc.icl {
-				want := c.I64("ref_code")
-				if len(added.Codes)*16 != len(want) {
-					t.Fatalf("voice add: %d reference frames, official %d", len(added.Codes), len(want)/16)
-				}
-				for f, row := range added.Codes {
-					for g, v := range row {
-						if int64(v) != want[f*16+g] {
-							t.Fatalf("reference code frame %d group %d: %d, official %d", f, g, v, want[f*16+g])
-						}
-					}
-				}
+				golden.AssertCodes(t, "voice add reference codes", added.Codes, c.I64("ref_code"))
 			}
 
 			stdout.Reset()
@@ -84,17 +74,7 @@ func TestVoiceAddThenSay(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := c.I64("codes")
-			if len(got)*16 != len(want) {
-				t.Fatalf("%d frames, official %d", len(got), len(want)/16)
-			}
-			for f, row := range got {
-				for g, v := range row {
-					if int64(v) != want[f*16+g] {
-						t.Fatalf("frame %d group %d: %d, official %d", f, g, v, want[f*16+g])
-					}
-				}
-			}
+			golden.AssertCodes(t, "say --voice", got, c.I64("codes"))
 			pcm, _, err := wav.ReadFile(out)
 			if err != nil {
 				t.Fatal(err)
@@ -146,15 +126,5 @@ func TestEncodeVerb(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := c.I64("encode_codes")
-	if len(got)*16 != len(want) {
-		t.Fatalf("%d frames, official %d", len(got), len(want)/16)
-	}
-	for f, row := range got {
-		for g, v := range row {
-			if int64(v) != want[f*16+g] {
-				t.Fatalf("frame %d group %d: %d, official %d", f, g, v, want[f*16+g])
-			}
-		}
-	}
+	golden.AssertCodes(t, "encode", got, c.I64("encode_codes"))
 }

@@ -232,3 +232,20 @@ func AssertClose(t testing.TB, what string, got, want []float32, tol float64) fl
 	}
 	return d
 }
+
+// AssertCodes fails t unless got, frames of 16 codes, equals want, the
+// official codes flattened frame by frame: the frame count first, then the
+// first code that differs.
+func AssertCodes[C ~[16]int32](t testing.TB, what string, got []C, want []int64) {
+	t.Helper()
+	if len(got)*16 != len(want) {
+		t.Fatalf("%s: %d frames, official %d", what, len(got), len(want)/16)
+	}
+	for f, row := range got {
+		for g, v := range row {
+			if int64(v) != want[f*16+g] {
+				t.Fatalf("%s: frame %d group %d: %d, official %d", what, f, g, v, want[f*16+g])
+			}
+		}
+	}
+}
