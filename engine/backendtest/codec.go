@@ -72,23 +72,14 @@ func (s CodecSuite) TestGoldenWaveforms(t *testing.T) {
 	compared := 0
 	for _, name := range golden.CaseNames(t, s.Checkpoints...) {
 		c := golden.OpenCase(t, name)
-		type pair struct{ codes, wav string }
-		var pairs []pair
-		switch {
-		case c.Has("codes") && c.Has("wav"):
-			pairs = append(pairs, pair{"codes", "wav"})
-		case c.Has("codes_0"):
-			for i := 0; c.Has(indexed("codes_", i)); i++ {
-				pairs = append(pairs, pair{indexed("codes_", i), indexed("wav_", i)})
-			}
-		}
+		pairs := c.WavePairs()
 		if len(pairs) == 0 {
 			continue
 		}
 		codec := s.Open(t, c.Checkpoint)
 		for _, p := range pairs {
-			frames := Codes(c.I64(p.codes))
-			wantName := p.wav
+			frames := Codes(c.I64(p.Codes))
+			wantName := p.Wav
 			if c.Has("ref_code") {
 				frames = append(Codes(c.I64("ref_code")), frames...)
 				wantName = "wav_decoded_with_ref"
@@ -97,7 +88,7 @@ func (s CodecSuite) TestGoldenWaveforms(t *testing.T) {
 			want := c.F32(wantName)
 			n := min(len(want), len(got), OfficialChunkFrames*codec.SamplesPerFrame())
 			d := golden.AssertClose(t, name+"/"+wantName, got[:n], want[:n], s.WaveTol)
-			t.Logf("%s/%s: %d frames, max abs %.3g vs the official (first %d samples)", name, p.codes, len(frames), d, n)
+			t.Logf("%s/%s: %d frames, max abs %.3g vs the official (first %d samples)", name, p.Codes, len(frames), d, n)
 			compared++
 		}
 	}
@@ -105,8 +96,6 @@ func (s CodecSuite) TestGoldenWaveforms(t *testing.T) {
 		t.Errorf("only %d golden code sequences compared, want at least %d", compared, s.MinCases)
 	}
 }
-
-func indexed(prefix string, i int) string { return prefix + string(rune('0'+i)) }
 
 // tiny is the checkpoint the stream tests decode with.
 const tiny = "qwen3-tts-tiny-customvoice"

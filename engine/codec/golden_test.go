@@ -60,31 +60,22 @@ func TestGoldenWaveforms(t *testing.T) {
 	golden.Require(t)
 	for _, name := range golden.CaseNames(t) {
 		c := golden.OpenCase(t, name)
-		type pair struct{ codes, wav string }
-		var pairs []pair
-		switch {
-		case c.Has("codes") && c.Has("wav"):
-			pairs = append(pairs, pair{"codes", "wav"})
-		case c.Has("codes_0"):
-			for i := 0; c.Has(fmt.Sprintf("codes_%d", i)); i++ {
-				pairs = append(pairs, pair{fmt.Sprintf("codes_%d", i), fmt.Sprintf("wav_%d", i)})
-			}
-		}
+		pairs := c.WavePairs()
 		if len(pairs) == 0 || name == "speech_tokenizer_long_decode" { // the long case has its own tests
 			continue
 		}
 		t.Run(name, func(t *testing.T) {
 			d := goldenDecoder(t, c.Checkpoint)
 			for _, p := range pairs {
-				codes := caseCodes(t, c, p.codes)
-				want := c.F32(p.wav)
+				codes := caseCodes(t, c, p.Codes)
+				want := c.F32(p.Wav)
 				if !c.Has("ref_code") {
 					got, err := d.DecodeOfficial(codes)
 					if err != nil {
 						t.Fatal(err)
 					}
-					diff := golden.AssertClose(t, p.wav, got, want, waveTol)
-					t.Logf("%s: %d frames, max abs diff %.3g", p.wav, len(codes), diff)
+					diff := golden.AssertClose(t, p.Wav, got, want, waveTol)
+					t.Logf("%s: %d frames, max abs diff %.3g", p.Wav, len(codes), diff)
 					if c.Has("wav_decoded_with_ref") { // x-vector only: no reference codes
 						golden.AssertClose(t, "wav_decoded_with_ref", got, c.F32("wav_decoded_with_ref"), waveTol)
 					}

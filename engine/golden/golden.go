@@ -144,6 +144,26 @@ func OpenCase(t testing.TB, name string) *Case {
 	return c
 }
 
+// WavePair names a case's codes and the official waveform decoded from them.
+type WavePair struct{ Codes, Wav string }
+
+// WavePairs lists a case's codes with their waveform: "codes"/"wav", or
+// "codes_i"/"wav_i" for each utterance of a batched case; none when the case
+// has no waveform.
+func (c *Case) WavePairs() []WavePair {
+	switch {
+	case c.Has("codes") && c.Has("wav"):
+		return []WavePair{{"codes", "wav"}}
+	case c.Has("codes_0"):
+		var pairs []WavePair
+		for i := 0; c.Has(fmt.Sprintf("codes_%d", i)); i++ {
+			pairs = append(pairs, WavePair{fmt.Sprintf("codes_%d", i), fmt.Sprintf("wav_%d", i)})
+		}
+		return pairs
+	}
+	return nil
+}
+
 // Has reports whether the case holds a tensor.
 func (c *Case) Has(name string) bool { _, ok := c.File.Info(name); return ok }
 
