@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"fyne.io/fyne/v2"
-	"fyne.io/fyne/v2/dialog"
-	"fyne.io/fyne/v2/storage"
 
 	"talkbox/app/audio"
 	"talkbox/engine"
@@ -356,30 +354,7 @@ func (u *UI) saveDialog() {
 	if u.win == nil || len(u.lastPCM) == 0 {
 		return
 	}
-	d := dialog.NewFileSave(func(w fyne.URIWriteCloser, err error) {
-		if err != nil {
-			u.showError("Save failed: " + err.Error())
-			return
-		}
-		if w == nil {
-			return // cancelled
-		}
-		path := w.URI().Path()
-		_ = w.Close()
-		u.SaveWAV(path)
-	}, u.win)
-	d.SetFileName("talkbox-" + time.Now().Format("20060102-150405") + ".wav")
-	d.SetFilter(storage.NewExtensionFileFilter([]string{".wav"}))
-	dir := u.cfg.SaveDir
-	if dir == "" {
-		dir = homeDir()
-	}
-	{
-		if l, err := storage.ListerForURI(storage.NewFileURI(dir)); err == nil {
-			d.SetLocation(l)
-		}
-	}
-	d.Show()
+	u.askSavePath("Save", savedName(time.Now(), ".wav"), []string{".wav"}, u.SaveWAV)
 }
 
 // SaveWAV writes the last utterance to path in the background and reports

@@ -11,7 +11,6 @@ import (
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/dialog"
-	"fyne.io/fyne/v2/storage"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 
@@ -30,26 +29,11 @@ func (u *UI) exportDialog() {
 		u.showError("Type some text to export first.")
 		return
 	}
-	d := dialog.NewFileSave(func(w fyne.URIWriteCloser, err error) {
-		if err != nil {
-			u.showError("Export failed: " + err.Error())
-			return
-		}
-		if w == nil {
-			return
-		}
-		path := w.URI().Path()
-		_ = w.Close()
-		u.Export(path)
-	}, u.win)
 	ext := "." + u.prefs.ExportFormat
 	if f, err := audioenc.ParseFormat(u.prefs.ExportFormat); err == nil {
 		ext = f.Ext()
 	}
-	d.SetFileName("talkbox-" + time.Now().Format("20060102-150405") + ext)
-	d.SetFilter(storage.NewExtensionFileFilter([]string{".wav", ".flac", ".ogg", ".opus"}))
-	u.startIn(d)
-	d.Show()
+	u.askSavePath("Export", savedName(time.Now(), ext), []string{".wav", ".flac", ".ogg", ".opus"}, u.Export)
 }
 
 // exportRequest is the request Speak would send for the current pickers.

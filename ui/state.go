@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/dialog"
@@ -255,22 +256,8 @@ func (u *UI) saveEntryDialog(e history.Entry) {
 	if u.win == nil {
 		return
 	}
-	d := dialog.NewFileSave(func(w fyne.URIWriteCloser, err error) {
-		if err != nil {
-			u.showError("Save failed: " + err.Error())
-			return
-		}
-		if w == nil {
-			return
-		}
-		path := w.URI().Path()
-		_ = w.Close()
-		u.SaveEntry(e, path)
-	}, u.win)
-	d.SetFileName("talkbox-" + e.Time.Local().Format("20060102-150405") + ".flac")
-	d.SetFilter(storage.NewExtensionFileFilter([]string{".wav", ".flac", ".ogg", ".opus"}))
-	u.startIn(d)
-	d.Show()
+	u.askSavePath("Save", savedName(e.Time.Local(), ".flac"), []string{".wav", ".flac", ".ogg", ".opus"},
+		func(path string) { u.SaveEntry(e, path) })
 }
 
 // SaveEntry writes an entry's audio to path in the format its extension
@@ -322,6 +309,31 @@ func writeAudio(path string, f audioenc.Format, pcm []float32, rate int) error {
 }
 
 // startIn opens a file dialog in SaveDir (else the home folder).
+// askSavePath asks where to save, in a dialog that opens in the save folder
+// with name proposed and the extensions exts listed; save gets the path
+// (nothing on cancel; a dialog error shows as "<what> failed: ...").
+func (u *UI) askSavePath(what, name string, exts []string, save func(path string)) {
+	d := dialog.NewFileSave(func(w fyne.URIWriteCloser, err error) {
+		if err != nil {
+			u.showError(what + " failed: " + err.Error())
+			return
+		}
+		if w == nil {
+			return // cancelled
+		}
+		path := w.URI().Path()
+		_ = w.Close()
+		save(path)
+	}, u.win)
+	d.SetFileName(name)
+	d.SetFilter(storage.NewExtensionFileFilter(exts))
+	u.startIn(d)
+	d.Show()
+}
+
+// savedName is the file name a save dialog proposes for audio made at t.
+func savedName(t time.Time, ext string) string { return "talkbox-" + t.Format("20060102-150405") + ext }
+
 func (u *UI) startIn(d *dialog.FileDialog) {
 	dir := u.cfg.SaveDir
 	if dir == "" {
