@@ -30,8 +30,6 @@
 	X(tb_batch *, tb_batch_create, (tb_engine *, int, int))                                \
 	X(void, tb_batch_destroy, (tb_batch *))                                                \
 	X(int, tb_batch_capacity, (const tb_batch *))                                          \
-	X(int, tb_batch_add, (tb_batch *, const float *, int, const float *, int, const float *, const tb_sampler *, \
-	                      const tb_sampler *, uint64_t, int, int *, int32_t *))            \
 	X(int, tb_batch_remove, (tb_batch *, int))                                             \
 	X(int, tb_batch_step, (tb_batch *, const int32_t *, int, const int32_t *, int32_t *))  \
 	X(int, tb_batch_read_logits, (tb_batch *, int, float *, float *, float *))             \
@@ -146,11 +144,6 @@ tb_batch *nl_tb_batch_create(tb_engine *e, int max_streams, int max_positions, n
 }
 void nl_tb_batch_destroy(tb_batch *b) { tb.tb_batch_destroy(b); }
 int nl_tb_batch_capacity(const tb_batch *b) { return tb.tb_batch_capacity(b); }
-int nl_tb_batch_add(tb_batch *b, const float *rows, int n, const float *trailing, int n_trailing, const float *tts_pad,
-                    const tb_sampler *talker, const tb_sampler *predictor, uint64_t seed, int mask_eos, int *slot,
-                    int32_t *g0, nl_err *err) {
-	LM_RC(tb.tb_batch_add(b, rows, n, trailing, n_trailing, tts_pad, talker, predictor, seed, mask_eos, slot, g0));
-}
 int nl_tb_batch_remove(tb_batch *b, int slot, nl_err *err) { LM_RC(tb.tb_batch_remove(b, slot)); }
 int nl_tb_batch_step(tb_batch *b, const int32_t *slots, int n, const int32_t *teacher, int32_t *out, nl_err *err) {
 	LM_RC(tb.tb_batch_step(b, slots, n, teacher, out));

@@ -45,9 +45,6 @@ int nl_tb_bench(tb_engine *e, int what, int iters, float *ms, nl_err *err);
 tb_batch *nl_tb_batch_create(tb_engine *e, int max_streams, int max_positions, nl_err *err);
 void nl_tb_batch_destroy(tb_batch *b);
 int nl_tb_batch_capacity(const tb_batch *b);
-int nl_tb_batch_add(tb_batch *b, const float *rows, int n, const float *trailing, int n_trailing, const float *tts_pad,
-                    const tb_sampler *talker, const tb_sampler *predictor, uint64_t seed, int mask_eos, int *slot,
-                    int32_t *g0, nl_err *err);
 int nl_tb_batch_remove(tb_batch *b, int slot, nl_err *err);
 int nl_tb_batch_step(tb_batch *b, const int32_t *slots, int n, const int32_t *teacher, int32_t *out, nl_err *err);
 int nl_tb_batch_prepare(tb_batch *b, nl_err *err);

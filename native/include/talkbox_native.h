@@ -168,7 +168,7 @@ int tb_project_text(tb_engine *e, const float *x, int rows, float *out);
  * stream in a slot. A step makes one frame for every stream it lists, reading
  * each weight once for all of them (tensor-core GEMMs over one row a stream),
  * so B streams cost far less than B single-stream frames. Streams join
- * (tb_batch_add: the prompt's prefill) and leave (tb_batch_remove) between
+ * (tb_batch_add_many: the prompts' prefill) and leave (tb_batch_remove) between
  * steps; a step may list any subset of the streams. Each stream keeps its
  * own KV cache, position, sampling parameters, seed, EOS mask and
  * repetition history; its codes are those the single-stream engine gives,
@@ -189,21 +189,16 @@ tb_batch *tb_batch_create(tb_engine *e, int max_streams, int max_positions);
 void tb_batch_destroy(tb_batch *b);
 int tb_batch_capacity(const tb_batch *b);
 /*
- * Admit a stream: prefill its n prompt rows (n x H), keep its text rows
- * (n_trailing x H) and tts_pad (H), its sampling, seed and EOS mask (as
- * tb_set_sampling). *slot receives its slot, *g0 the group 0 of its first
- * frame. Fails with "batch full" when every slot is in use.
+ * One stream's admission: its n prompt rows (n x H) to prefill, its text rows
+ * (n_trailing x H) and tts_pad (H) kept for its steps, its sampling, seed and
+ * EOS mask (as tb_set_sampling).
  */
-int tb_batch_add(tb_batch *b, const float *rows, int n, const float *trailing, int n_trailing, const float *tts_pad,
-                 const tb_sampler *talker, const tb_sampler *predictor, uint64_t seed, int mask_eos, int *slot,
-                 int32_t *g0);
-/* One stream's admission (tb_batch_add's arguments). */
 typedef struct {
-    const float *rows;       /* n x H prompt rows */
+    const float *rows;
     int n;
-    const float *trailing;   /* n_trailing x H text rows (NULL when 0) */
+    const float *trailing;   /* NULL when n_trailing is 0 */
     int n_trailing;
-    const float *tts_pad;    /* H */
+    const float *tts_pad;
     tb_sampler talker, predictor;
     uint64_t seed;
     int mask_eos;

@@ -413,13 +413,6 @@ int tb_batch_add_many(tb_batch* b, const tb_batch_request* req, int k, int* slot
   return 0;
 }
 
-int tb_batch_add(tb_batch* b, const float* rows, int n, const float* trailing, int n_trailing, const float* tts_pad,
-                 const tb_sampler* t, const tb_sampler* p, uint64_t seed, int mask_eos, int* slot, int32_t* g0) {
-  if (!t || !p) return fail("tb_batch_add: null argument");
-  const tb_batch_request q{rows, n, trailing, n_trailing, tts_pad, *t, *p, seed, mask_eos};
-  return tb_batch_add_many(b, &q, 1, slot, g0);
-}
-
 int tb_batch_remove(tb_batch* b, int slot) {
   if (!b) return fail("no batch");
   if (batch_check_slot(b, slot)) return -1;
