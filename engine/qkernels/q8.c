@@ -60,6 +60,11 @@ static void gemm_portable(int r0, int r1, int kb, const int8_t *wq, const float 
 
 #define AVX2_TARGET __attribute__((target("avx2,fma")))
 
+// How far ahead of the block being multiplied the one-row kernels prefetch
+// weights (bytes). Measured on the dev VM's EPYC (one thread, 106 MB of
+// weights): 512-4096 all beat none by 15-45%; 2048 was best.
+#define Q8_PREFETCH 2048
+
 AVX2_TARGET static inline float hsum256(__m256 v) {
 	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
 	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -133,17 +138,31 @@ AVX2_TARGET static void gemm_avx2(int r0, int r1, int kb, const int8_t *wq, cons
 		for (; j < nx; j++) {
 			const int8_t *x0 = xq + (size_t)j * xrow;
 			const float *s0 = xd + (size_t)j * kb;
-			// Two accumulators so the fma chain is not latency bound.
-			__m256 a0 = _mm256_setzero_ps(), a1 = a0;
+			// Four accumulators so the fma chains are not latency bound, and
+			// the weights prefetched Q8_PREFETCH bytes ahead (past the row's
+			// end into the next row, which follows it in memory): a decode
+			// step streams each weight once, and one thread reached ~11 GB/s
+			// on the hardware prefetcher alone against ~16 GB/s with this.
+			__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
 			for (int b8 = 0; b8 < kb8; b8 += 8) {
+				const int8_t *w8 = w + b8 * Q8_BLOCK;
+				for (int l = 0; l < 8 * Q8_BLOCK; l += 64) {
+					_mm_prefetch((const char *)w8 + Q8_PREFETCH + l, _MM_HINT_T0);
+				}
 				__m256 c = _mm256_mul_ps(_mm256_loadu_ps(ws + b8), _mm256_loadu_ps(s0 + b8));
-				for (int i = 0; i < 8; i += 2) {
-					const int8_t *wb = w + (b8 + i) * Q8_BLOCK, *xb = x0 + (b8 + i) * Q8_BLOCK;
-					__m256i wv = _mm256_loadu_si256((const __m256i *)wb);
-					__m256i wv1 = _mm256_loadu_si256((const __m256i *)(wb + Q8_BLOCK));
-					a0 = _mm256_fmadd_ps(lane(c, i), _mm256_cvtepi32_ps(dot_block256(_mm256_sign_epi8(wv, wv), wv, xb)), a0);
+				for (int i = 0; i < 8; i += 4) {
+					const int8_t *wb = w8 + i * Q8_BLOCK, *xb = x0 + (b8 + i) * Q8_BLOCK;
+					__m256i w0 = _mm256_loadu_si256((const __m256i *)wb);
+					__m256i w1 = _mm256_loadu_si256((const __m256i *)(wb + Q8_BLOCK));
+					__m256i w2 = _mm256_loadu_si256((const __m256i *)(wb + 2 * Q8_BLOCK));
+					__m256i w3 = _mm256_loadu_si256((const __m256i *)(wb + 3 * Q8_BLOCK));
+					a0 = _mm256_fmadd_ps(lane(c, i), _mm256_cvtepi32_ps(dot_block256(_mm256_sign_epi8(w0, w0), w0, xb)), a0);
 					a1 = _mm256_fmadd_ps(lane(c, i + 1),
-					                     _mm256_cvtepi32_ps(dot_block256(_mm256_sign_epi8(wv1, wv1), wv1, xb + Q8_BLOCK)), a1);
+					                     _mm256_cvtepi32_ps(dot_block256(_mm256_sign_epi8(w1, w1), w1, xb + Q8_BLOCK)), a1);
+					a2 = _mm256_fmadd_ps(lane(c, i + 2),
+					                     _mm256_cvtepi32_ps(dot_block256(_mm256_sign_epi8(w2, w2), w2, xb + 2 * Q8_BLOCK)), a2);
+					a3 = _mm256_fmadd_ps(lane(c, i + 3),
+					                     _mm256_cvtepi32_ps(dot_block256(_mm256_sign_epi8(w3, w3), w3, xb + 3 * Q8_BLOCK)), a3);
 				}
 			}
 			for (int b = kb8; b < kb; b++) {
@@ -151,7 +170,7 @@ AVX2_TARGET static void gemm_avx2(int r0, int r1, int kb, const int8_t *wq, cons
 				a0 = _mm256_fmadd_ps(_mm256_set1_ps(ws[b] * s0[b]),
 				                     _mm256_cvtepi32_ps(dot_block256(_mm256_sign_epi8(wv, wv), wv, x0 + b * Q8_BLOCK)), a0);
 			}
-			y[(size_t)j * ldy + r] = hsum256(_mm256_add_ps(a0, a1)) + bv;
+			y[(size_t)j * ldy + r] = hsum256(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3))) + bv;
 		}
 	}
 }
