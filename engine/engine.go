@@ -21,6 +21,7 @@ import (
 	"talkbox/engine/cpu"
 	"talkbox/engine/cuda"
 	"talkbox/engine/cudacodec"
+	"talkbox/engine/gcpace"
 	"talkbox/engine/model"
 	"talkbox/engine/prompt"
 	"talkbox/engine/sample"
@@ -182,6 +183,7 @@ func Open(ctx context.Context, dir string, o Options) (*Engine, error) {
 			return fail(err)
 		}
 	}
+	gcpace.Fit()
 	return e, nil
 }
 
@@ -403,6 +405,8 @@ func (e *Engine) Synthesize(ctx context.Context, req Request) (<-chan Chunk, err
 	s := &stream{lm: e.lm, codec: e.codec, prompt: p, opt: opt, chunkFrames: chunkFrames, start: start,
 		prepare: time.Since(start), device: e.lm.Device(), openCodec: e.takeCodecStream, releaseCodec: e.keepCodecStream,
 		contextCodes: ctxCodes}
+	_, lmOnCPU := e.lm.(*cpu.LM)
+	s.holdLM = lmOnCPU && e.gpuCodec == nil
 	go func() {
 		// The single-stream LM holds one KV cache: one utterance at a time
 		// there. With a batch, an utterance that finds it busy joins the
