@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -226,5 +227,65 @@ func TestPipelineCancelSkipsQueuedFrames(t *testing.T) {
 	}
 	if d := time.Since(t0); d > 100*time.Millisecond {
 		t.Errorf("stream ended %v after the cancel", d)
+	}
+}
+
+// holdingLM emits two frames and, between them, waits on HoldAfterFirst,
+// noting whether the first chunk had been decoded by then.
+type holdingLM struct {
+	codec        *countingCodec
+	held         bool
+	decodedFirst bool
+}
+
+func (f *holdingLM) Generate(ctx context.Context, p backend.Prompt, o backend.GenerateOptions, out chan<- backend.Frame) (backend.Result, error) {
+	out <- backend.Frame{Index: 0}
+	if o.HoldAfterFirst != nil {
+		f.held = true
+		<-o.HoldAfterFirst
+		f.decodedFirst = f.codec.pushes.Load() > 0
+	}
+	out <- backend.Frame{Index: 1}
+	return backend.Result{Frames: 2, Stop: backend.StopEOS}, nil
+}
+func (f *holdingLM) Device() string { return "fake" }
+func (f *holdingLM) Close() error   { return nil }
+
+// countingCodec is fakeCodec counting finished pushes, slowly enough that an
+// LM not held would run ahead of the first.
+type countingCodec struct {
+	fakeCodec
+	pushes atomic.Int32
+}
+
+type countingStream struct {
+	backend.CodecStream
+	c *countingCodec
+}
+
+func (c *countingCodec) NewStream() (backend.CodecStream, error) {
+	s, _ := c.fakeCodec.NewStream()
+	return countingStream{s, c}, nil
+}
+
+func (s countingStream) Push(frames []backend.Codes) ([]float32, error) {
+	time.Sleep(20 * time.Millisecond)
+	pcm, err := s.CodecStream.Push(frames)
+	s.c.pushes.Add(1)
+	return pcm, err
+}
+
+// TestPipelineHoldsTheLMUntilTheFirstChunk: with holdLM (LM and codec on the
+// same cores) the LM's second frame waits for the first chunk's decode.
+func TestPipelineHoldsTheLMUntilTheFirstChunk(t *testing.T) {
+	codec := &countingCodec{}
+	lm := &holdingLM{codec: codec}
+	s := &stream{lm: lm, codec: codec, chunkFrames: 1, holdLM: true}
+	chunks := collect(t, runStream(context.Background(), s))
+	if final := chunks[len(chunks)-1]; final.Err != nil || final.Stats.Frames != 2 {
+		t.Fatalf("final chunk %+v", final)
+	}
+	if !lm.held || !lm.decodedFirst {
+		t.Errorf("LM held %v, first chunk decoded when released %v", lm.held, lm.decodedFirst)
 	}
 }

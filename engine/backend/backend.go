@@ -56,6 +56,12 @@ type GenerateOptions struct {
 	// OnLogits, when set, receives the processed-free raw group-0 logits of each
 	// talker step and the raw code-predictor logits (tests only; slows the loop).
 	OnLogits func(LogitsEvent)
+	// HoldAfterFirst, when set, makes the LM wait after emitting the first
+	// frame until it is closed (or the context ends). The engine sets it
+	// when the LM and the codec share the CPU's cores, so the first chunk
+	// is decoded without the LM's next frame competing for them; the wait
+	// is not counted in the frame times.
+	HoldAfterFirst <-chan struct{}
 }
 
 // LogitsEvent reports raw logits for checks against the official outputs.

@@ -18,6 +18,7 @@ type Loop struct {
 	exactFrames int       // > 0: exactly this many frames, EOS ignored
 	capFrames   int       // frames before StopCap when not exact
 	last        time.Time // when the previous frame was sent (or the prefill ended)
+	hold        <-chan struct{}
 }
 
 // Start checks a Generate call (the request against the spec's limits; a
@@ -30,7 +31,7 @@ func (s Spec) Start(name string, p Prompt, opt GenerateOptions, out chan<- Frame
 		return nil, err
 	}
 	return &Loop{Result: Result{PrefillRows: len(p.Prefill)}, name: name, eos: s.EOS, exactFrames: opt.ExactFrames,
-		capFrames: s.FrameLimit(opt, len(p.Prefill))}, nil
+		capFrames: s.FrameLimit(opt, len(p.Prefill)), hold: opt.HoldAfterFirst}, nil
 }
 
 // Exact reports whether the call generates exactly ExactFrames frames.
@@ -74,15 +75,26 @@ func (l *Loop) EOS(code int) bool {
 	return false
 }
 
-// Emit sends f on out, or gives up when ctx is cancelled.
+// Emit sends f on out, or gives up when ctx is cancelled. After the first
+// frame it waits for GenerateOptions.HoldAfterFirst when that is set.
 func (l *Loop) Emit(ctx context.Context, out chan<- Frame, f Frame) error {
 	select {
 	case out <- f:
-		return nil
 	case <-ctx.Done():
 		l.Stop = StopCancelled
 		return ctx.Err()
 	}
+	if l.Frames == 0 && l.hold != nil {
+		t := time.Now()
+		select {
+		case <-l.hold:
+		case <-ctx.Done():
+			l.Stop = StopCancelled
+			return ctx.Err()
+		}
+		l.last = l.last.Add(time.Since(t)) // the hold is not the LM's time
+	}
+	return nil
 }
 
 // Sent counts a frame whose codes are out and times it from the previous

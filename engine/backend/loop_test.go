@@ -99,3 +99,33 @@ func TestLoopStartRefuses(t *testing.T) {
 		t.Errorf("empty prompt: %v", err)
 	}
 }
+
+// TestHoldAfterFirstFrame: Emit waits after the first frame until the hold
+// is released, leaves the wait out of the frame's time, never waits again,
+// and gives up on a cancelled context.
+func TestHoldAfterFirstFrame(t *testing.T) {
+	hold := make(chan struct{})
+	l := loopFor(t, GenerateOptions{ExactFrames: 3, HoldAfterFirst: hold})
+	const wait = 60 * time.Millisecond
+	go func() {
+		time.Sleep(wait)
+		close(hold)
+	}()
+	start := time.Now()
+	if err := run(context.Background(), l, func(int) int { return 0 }); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took < wait {
+		t.Errorf("generation took %v: the first frame was not held for %v", took, wait)
+	}
+	if l.Frames != 3 || l.FrameTimes[0] >= wait/2 {
+		t.Errorf("frames %d, first frame time %v: the hold counted as LM time", l.Frames, l.FrameTimes[0])
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	l = loopFor(t, GenerateOptions{ExactFrames: 3, HoldAfterFirst: make(chan struct{})})
+	time.AfterFunc(20*time.Millisecond, cancel)
+	if err := run(ctx, l, func(int) int { return 0 }); !errors.Is(err, context.Canceled) || l.Stop != StopCancelled || l.Frames != 0 {
+		t.Errorf("cancelled during the hold: err %v, stop %s, frames %d", err, l.Stop, l.Frames)
+	}
+}
