@@ -406,7 +406,7 @@ func (e *Engine) Synthesize(ctx context.Context, req Request) (<-chan Chunk, err
 		prepare: time.Since(start), device: e.lm.Device(), openCodec: e.takeCodecStream, releaseCodec: e.keepCodecStream,
 		contextCodes: ctxCodes}
 	_, lmOnCPU := e.lm.(*cpu.LM)
-	s.holdLM = lmOnCPU && e.gpuCodec == nil
+	s.sharedCores = lmOnCPU && e.gpuCodec == nil
 	go func() {
 		// The single-stream LM holds one KV cache: one utterance at a time
 		// there. With a batch, an utterance that finds it busy joins the

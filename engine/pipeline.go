@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"talkbox/engine/backend"
+	"talkbox/engine/cores"
 )
 
 // frameBuffer lets the LM run ahead of the codec by a few frames, so the
@@ -33,10 +34,11 @@ type stream struct {
 	// trimSamples drops this many samples from the start of the audio (ICL
 	// voice clone decodes the reference codes as context and cuts them).
 	contextCodes []backend.Codes
-	// holdLM makes the LM wait after its first frame until the first chunk
-	// is decoded: set when both run on the CPU's cores, where the LM's next
-	// frame beside the first decode slowed it about 2x (TTFC).
-	holdLM bool
+	// sharedCores: the LM and the codec run on the same CPU cores. The LM
+	// then waits after its first frame until the first chunk is decoded (its
+	// next frame beside the first decode slowed that about 2x: TTFC), and
+	// each later push holds a core for the codec (cores.Occupy).
+	sharedCores bool
 }
 
 func (s *stream) run(ctx context.Context, out chan<- Chunk) {
@@ -52,7 +54,7 @@ func (s *stream) run(ctx context.Context, out chan<- Chunk) {
 	lmResult := make(chan lmDone, 1)
 	opt := s.opt
 	unhold := func() {}
-	if s.holdLM {
+	if s.sharedCores {
 		hold := make(chan struct{})
 		opt.HoldAfterFirst = hold
 		unhold = sync.OnceFunc(func() { close(hold) })
@@ -97,7 +99,11 @@ func (s *stream) run(ctx context.Context, out chan<- Chunk) {
 		sent      int
 		samples   int
 	)
-	flush := func() bool {
+	// flush decodes pending as one chunk. While the LM computes beside it on
+	// the same cores, the push holds one (cores.Occupy) so the LM's helpers
+	// leave it to the codec; when the LM waits (held for the first chunk, or
+	// done) the codec's own loops may take every core.
+	flush := func(lmRunning bool) bool {
 		if len(pending) == 0 || codecErr != nil {
 			return true
 		}
@@ -105,7 +111,12 @@ func (s *stream) run(ctx context.Context, out chan<- Chunk) {
 			return false
 		}
 		t0 := time.Now()
+		release := func() {}
+		if lmRunning && s.sharedCores {
+			release = cores.Occupy()
+		}
 		pcm, err := codecStream.Push(pending)
+		release()
 		codecTime += time.Since(t0)
 		if err != nil {
 			codecErr = fmt.Errorf("codec: %w", err)
@@ -143,12 +154,12 @@ func (s *stream) run(ctx context.Context, out chan<- Chunk) {
 			want = 1
 		}
 		if len(pending) >= want {
-			if !flush() {
+			if !flush(sent > 0 || !s.sharedCores) {
 				continue
 			}
 		}
 	}
-	flush()
+	flush(false)
 	lm := <-lmResult
 
 	stats.Frames = lm.res.Frames

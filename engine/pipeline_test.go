@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"talkbox/engine/backend"
+	"talkbox/engine/cores"
 )
 
 // fakeLM emits n frames whose codes encode their index, with a delay each.
@@ -275,17 +276,70 @@ func (s countingStream) Push(frames []backend.Codes) ([]float32, error) {
 	return pcm, err
 }
 
-// TestPipelineHoldsTheLMUntilTheFirstChunk: with holdLM (LM and codec on the
+// TestPipelineHoldsTheLMUntilTheFirstChunk: with sharedCores (LM and codec on the
 // same cores) the LM's second frame waits for the first chunk's decode.
 func TestPipelineHoldsTheLMUntilTheFirstChunk(t *testing.T) {
 	codec := &countingCodec{}
 	lm := &holdingLM{codec: codec}
-	s := &stream{lm: lm, codec: codec, chunkFrames: 1, holdLM: true}
+	s := &stream{lm: lm, codec: codec, chunkFrames: 1, sharedCores: true}
 	chunks := collect(t, runStream(context.Background(), s))
 	if final := chunks[len(chunks)-1]; final.Err != nil || final.Stats.Frames != 2 {
 		t.Fatalf("final chunk %+v", final)
 	}
 	if !lm.held || !lm.decodedFirst {
 		t.Errorf("LM held %v, first chunk decoded when released %v", lm.held, lm.decodedFirst)
+	}
+}
+
+// loopCodec runs a two-worker cores.For loop in every push and records how
+// many goroutines ran it at once.
+type loopCodec struct {
+	fakeCodec
+	peaks []int32
+}
+
+type loopStream struct {
+	backend.CodecStream
+	c *loopCodec
+}
+
+func (c *loopCodec) NewStream() (backend.CodecStream, error) {
+	s, _ := c.fakeCodec.NewStream()
+	return loopStream{s, c}, nil
+}
+
+func (s loopStream) Push(frames []backend.Codes) ([]float32, error) {
+	var running, peak atomic.Int32
+	cores.For(64, 1, 2, func(lo, hi int) {
+		r := running.Add(1)
+		if r > peak.Load() {
+			peak.Store(r)
+		}
+		time.Sleep(200 * time.Microsecond)
+		running.Add(-1)
+	})
+	s.c.peaks = append(s.c.peaks, peak.Load())
+	return s.CodecStream.Push(frames)
+}
+
+// TestPipelineCodecOccupiesACoreBesideTheLM: on shared cores with two of
+// them, a push made while the LM runs holds one core, so its loops get no
+// helper (the other core is the LM's).
+func TestPipelineCodecOccupiesACoreBesideTheLM(t *testing.T) {
+	old := cores.SetLimit(2)
+	defer cores.SetLimit(old)
+	codec := &loopCodec{}
+	lm := &fakeLM{n: 4, delay: 20 * time.Millisecond}
+	s := &stream{lm: lm, codec: codec, chunkFrames: 1, sharedCores: true}
+	collect(t, runStream(context.Background(), s))
+	// The first push is made while the LM is held (this fake LM ignores
+	// the hold, but the pipeline counts on it), so only later ones occupy.
+	if len(codec.peaks) < 3 {
+		t.Fatalf("%d pushes", len(codec.peaks))
+	}
+	for i, p := range codec.peaks[1:] {
+		if p != 1 {
+			t.Errorf("push %d beside the LM ran its loop on %d goroutines, want 1", i+1, p)
+		}
 	}
 }

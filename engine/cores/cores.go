@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 var (
@@ -37,6 +38,14 @@ func SetLimit(n int) int {
 	return int(limit.Swap(int32(n)))
 }
 
+// Occupy counts the calling goroutine as computing until release is called,
+// for a stage whose work is not all in For loops (the codec's push beside the
+// LM): while it holds a core, helpers do not spin or join loops on it.
+func Occupy() (release func()) {
+	busy.Add(1)
+	return sync.OnceFunc(func() { busy.Add(-1) })
+}
+
 // tryJoin takes a core for a helper if one is free.
 func tryJoin() bool {
 	l := int32(Limit())
@@ -56,12 +65,23 @@ func tryJoin() bool {
 // the caller's. Chunks are handed out one by one, so helpers that join late
 // take what is left; a chunk never runs twice. fn must be safe to call from
 // several goroutines on disjoint ranges.
+//
+// The helpers are long-lived goroutines that spin for a while after each
+// loop before they sleep: a decode step is a few hundred loops of 20-300 us
+// each, and waking a sleeping thread for every one (and sleeping the caller
+// on a WaitGroup) cost more than the second core gave (an int8 LM frame took
+// longer on two threads than on one). While spinning they yield the core to
+// any other runnable goroutine, and they sleep at once when every core is
+// computing (For callers, helpers and Occupy stages), so a spinner never
+// waits in the run queue beside the stages' own threads. A helper leaves
+// the busy count just after its last chunk, so Limit may be exceeded by a
+// finishing helper for an instant; it is a pacing rule, not a lock.
 func For(n, align, maxWorkers int, fn func(lo, hi int)) {
 	if n <= 0 {
 		return
 	}
 	align = max(1, align)
-	maxWorkers = min(maxWorkers, (n+align-1)/align)
+	maxWorkers = min(maxWorkers, (n+align-1)/align, maxHelpers+1)
 	if maxWorkers <= 1 {
 		busy.Add(1)
 		fn(0, n)
@@ -70,29 +90,127 @@ func For(n, align, maxWorkers int, fn func(lo, hi int)) {
 	}
 	// Two chunks per worker balance a helper that starts late.
 	chunk := ((n+2*maxWorkers-1)/(2*maxWorkers) + align - 1) / align * align
-	chunks := int32((n + chunk - 1) / chunk)
-	var next atomic.Int32
-	work := func() {
-		for {
-			i := next.Add(1) - 1
-			if i >= chunks {
-				return
-			}
-			lo := int(i) * chunk
-			fn(lo, min(lo+chunk, n))
+	j := &job{fn: fn, n: n, chunk: chunk, chunks: int32((n + chunk - 1) / chunk)}
+	j.seats.Store(int32(maxWorkers - 1))
+	busy.Add(1)
+	publishJob(j, maxWorkers-1)
+	j.work()
+	busy.Add(-1)
+	// Chunks a helper has taken may still be running.
+	for spins := 0; j.done.Load() < j.chunks; spins++ {
+		if spins%64 == 63 {
+			runtime.Gosched()
 		}
 	}
-	busy.Add(1)
-	var wg sync.WaitGroup
-	for h := 1; h < maxWorkers && next.Load() < chunks-1 && tryJoin(); h++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer busy.Add(-1)
-			work()
-		}()
+}
+
+// maxHelpers bounds the pool (and so any loop's width).
+const maxHelpers = 63
+
+// spinFor is how long an idle helper polls for the next loop before it
+// sleeps: longer than the gaps between a decode step's loops, short enough
+// that an idle engine sleeps at once to a person's eye.
+const spinFor = 200 * time.Microsecond
+
+// job is one For loop.
+type job struct {
+	fn         func(lo, hi int)
+	n, chunk   int
+	chunks     int32
+	next, done atomic.Int32
+	seats      atomic.Int32 // helpers that may still join
+}
+
+func (j *job) work() {
+	for {
+		i := j.next.Add(1) - 1
+		if i >= j.chunks {
+			return
+		}
+		lo := int(i) * j.chunk
+		j.fn(lo, min(lo+j.chunk, j.n))
+		j.done.Add(1)
 	}
-	work()
+}
+
+// join runs part of j if a seat and a core are free.
+func (j *job) join() {
+	if j.next.Load() >= j.chunks || j.seats.Add(-1) < 0 {
+		return
+	}
+	if !tryJoin() {
+		return
+	}
+	j.work()
 	busy.Add(-1)
-	wg.Wait()
+}
+
+// pool is the process's helper goroutines. current is the newest loop;
+// helpers take seats in whichever loop is newest when they look (an older
+// loop's caller finishes its chunks itself).
+var pool = struct {
+	mu      sync.Mutex
+	helpers atomic.Int32
+	current atomic.Pointer[job]
+	asleep  atomic.Int32 // helpers asleep or about to sleep
+	wake    chan struct{}
+}{wake: make(chan struct{}, maxHelpers)}
+
+// publishJob offers j to the helpers, starting up to want of them on first
+// use and waking sleeping ones.
+func publishJob(j *job, want int) {
+	pool.current.Store(j)
+	if int(pool.helpers.Load()) < want {
+		pool.mu.Lock()
+		for int(pool.helpers.Load()) < want {
+			pool.helpers.Add(1)
+			go helper()
+		}
+		pool.mu.Unlock()
+	}
+	if busy.Load() >= int32(Limit()) {
+		return // no core free for a helper: do not wake one just to sleep again
+	}
+	for w := min(int(pool.asleep.Load()), want); w > 0; w-- {
+		select {
+		case pool.wake <- struct{}{}:
+		default:
+			return
+		}
+	}
+}
+
+// helper joins each new loop, polling between them for spinFor and then
+// sleeping until a loop wakes it.
+func helper() {
+	var last *job
+	for {
+		idleSince := time.Now()
+		for spins := 1; ; spins++ {
+			if j := pool.current.Load(); j != last && j != nil {
+				last = j
+				j.join()
+				idleSince = time.Now()
+				continue
+			}
+			if busy.Load() >= int32(Limit()) {
+				break // every core computes: a runnable spinner would only take one from them
+			}
+			if spins%64 == 0 {
+				runtime.Gosched() // a runnable goroutine gets this core
+				if time.Since(idleSince) > spinFor {
+					break
+				}
+			}
+		}
+		// Announce sleep, then look once more: a loop published between the
+		// last look and the announcement would otherwise wait for nobody.
+		pool.asleep.Add(1)
+		if j := pool.current.Load(); j != last && j != nil {
+			pool.asleep.Add(-1)
+			continue
+		}
+		<-pool.wake
+		pool.asleep.Add(-1)
+	}
 }

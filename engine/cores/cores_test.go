@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestForCoversEachIndexOnce: every index is run exactly once, in chunks
@@ -27,9 +28,18 @@ func TestForCoversEachIndexOnce(t *testing.T) {
 			}
 		}
 	}
-	if b := busy.Load(); b != 0 {
+	if b := settledBusy(); b != 0 {
 		t.Errorf("busy = %d after the loops", b)
 	}
+}
+
+// settledBusy is the busy count once helpers that finished their last chunk
+// have left it (they do so just after the loop returns).
+func settledBusy() int32 {
+	for i := 0; i < 1000 && busy.Load() != 0; i++ {
+		time.Sleep(time.Millisecond)
+	}
+	return busy.Load()
 }
 
 // TestLimitBoundsConcurrentWork: two loops side by side never have more than
@@ -69,5 +79,36 @@ func TestLimitBoundsConcurrentWork(t *testing.T) {
 	}
 	if Limit() != 3 {
 		t.Errorf("Limit() = %d", Limit())
+	}
+}
+
+// TestOccupyKeepsHelpersOff: while a stage occupies the only other core, a
+// loop runs on its caller alone; after release, nothing is left counted.
+func TestOccupyKeepsHelpersOff(t *testing.T) {
+	old := SetLimit(2)
+	defer SetLimit(old)
+	release := Occupy()
+	var running, peak atomic.Int32
+	for rep := 0; rep < 20; rep++ {
+		For(64, 1, 2, func(lo, hi int) {
+			r := running.Add(1)
+			if r > peak.Load() {
+				peak.Store(r)
+			}
+			s := 0
+			for i := 0; i < 20000; i++ {
+				s += i ^ lo
+			}
+			_ = s
+			running.Add(-1)
+		})
+	}
+	release()
+	release() // a second call is harmless
+	if p := peak.Load(); p != 1 {
+		t.Errorf("%d goroutines ran the loop while the other core was occupied", p)
+	}
+	if b := settledBusy(); b != 0 {
+		t.Errorf("busy = %d after release", b)
 	}
 }
