@@ -64,13 +64,23 @@ func TestNormalSessionQuietStderr(t *testing.T) {
 func TestQuietLogDropsOnlyItsNotes(t *testing.T) {
 	var buf bytes.Buffer
 	l := log.New(&quietLog{w: &buf}, "", 0)
+	stamped := log.New(&quietLog{w: &buf}, "", log.LstdFlags) // as the standard logger writes
+	stamped.Printf("Fyne error:  Preferences load error:")
+	stamped.Printf("  Cause: EOF")
+	stamped.Printf("  At: app/preferences.go:103")
 	l.Printf("frame.Frame.parseHeader: The flac library test cases do not yet include any audio files with sample rate %d. If possible please consider contributing.", 24000)
 	l.Printf("Fyne error:  Getting favorite locations")
 	l.Printf("  Cause: this computer does not define a VIDEOS folder")
 	l.Printf("  At: dialog/file.go:396")
+	l.Printf("Fyne error:  Preferences load error:")
+	l.Printf("  Cause: EOF")
+	l.Printf("  At: /root/go/pkg/mod/fyne.io/fyne/v2@v2.7.1/app/preferences.go:103")
+	l.Printf("Fyne error:  Preferences load error:")
+	l.Printf("  Cause: invalid character 'x' looking for beginning of value")
 	l.Printf("Fyne error:  something real")
 	l.Printf("  Cause: a real cause")
-	want := "Fyne error:  something real\n  Cause: a real cause\n"
+	want := "Fyne error:  Preferences load error:\n  Cause: invalid character 'x' looking for beginning of value\n" +
+		"Fyne error:  something real\n  Cause: a real cause\n"
 	if got := buf.String(); got != want {
 		t.Fatalf("logged %q, want %q", got, want)
 	}
