@@ -15,6 +15,42 @@ import (
 // codec of frame k overlaps the LM work of frame k+1 without unbounded memory.
 const frameBuffer = 8
 
+// slowChunkFrames is the chunk size after the first when the LM and the
+// codec share the CPU and frames reach the codec slower than they play (the
+// LM or the codec behind real time): the listener waits on synthesis
+// whatever the chunk size, so each push decodes
+// several frames and reads the codec's weights once for all of them. Dev VM,
+// 0.6B int8, 12 frames end to end: chunks of 1, 2, 4 frames gave RTF
+// 2.41-2.80, 2.24-2.36, 2.18-2.28 (codec 113-132, 93-94, 78-80 ms a frame).
+// A machine that keeps up keeps the requested size, so its first chunks
+// follow each other without a gap.
+const slowChunkFrames = 4
+
+// lmPace tracks how fast frames reach the codec, from frame 1 on (frame 0
+// comes after the prefill, and frame 1 may have waited for the first chunk).
+type lmPace struct {
+	frame  time.Duration // audio per frame
+	first  time.Time     // when frame 1 arrived
+	frames int           // frames after frame 1
+	last   time.Time
+}
+
+func (p *lmPace) arrived(index int) {
+	now := time.Now()
+	switch {
+	case index == 1:
+		p.first = now
+	case index > 1:
+		p.frames++
+		p.last = now
+	}
+}
+
+// slow reports whether frames have been coming slower than real time.
+func (p *lmPace) slow() bool {
+	return p.frames > 0 && p.last.Sub(p.first) > time.Duration(p.frames)*p.frame
+}
+
 // stream is one utterance flowing through LM and codec. It runs two
 // goroutines: the LM producing frames, and the codec turning them into PCM
 // chunks on out. out is closed after the final chunk.
@@ -140,6 +176,7 @@ func (s *stream) run(ctx context.Context, out chan<- Chunk) {
 		pending = nil
 		return true
 	}
+	pace := lmPace{frame: time.Second * time.Duration(s.codec.SamplesPerFrame()) / time.Duration(s.codec.SampleRate())}
 	for f := range frames {
 		// Drain so the LM goroutine can finish; after a cancel the frames
 		// it had queued are dropped undecoded, so the engine is free again
@@ -148,10 +185,14 @@ func (s *stream) run(ctx context.Context, out chan<- Chunk) {
 			continue
 		}
 		pending = append(pending, f.Codes)
+		pace.arrived(f.Index)
 		// The first chunk is the first frame, for the lowest time to first audio.
 		want := s.chunkFrames
-		if sent == 0 {
+		switch {
+		case sent == 0:
 			want = 1
+		case s.sharedCores && pace.slow():
+			want = max(want, slowChunkFrames)
 		}
 		if len(pending) >= want {
 			if !flush(sent > 0 || !s.sharedCores) {

@@ -343,3 +343,23 @@ func TestPipelineCodecOccupiesACoreBesideTheLM(t *testing.T) {
 		}
 	}
 }
+
+// TestPipelineSlowSharedCoresDecodeInLargerChunks: on shared cores, an LM
+// slower than real time (fakeCodec's frame is 80 ms of audio) gets chunks of
+// slowChunkFrames after the first; one that keeps up gets the size asked.
+func TestPipelineSlowSharedCoresDecodeInLargerChunks(t *testing.T) {
+	for _, tc := range []struct {
+		delay time.Duration
+		max   int
+	}{{120 * time.Millisecond, slowChunkFrames}, {2 * time.Millisecond, 1}} {
+		s := &stream{lm: &fakeLM{n: 11, delay: tc.delay}, codec: &fakeCodec{}, chunkFrames: 1, sharedCores: true}
+		chunks := collect(t, runStream(context.Background(), s))
+		biggest := 0
+		for _, c := range chunks {
+			biggest = max(biggest, c.Frames)
+		}
+		if chunks[0].Frames != 1 || biggest != tc.max {
+			t.Errorf("LM at %v a frame: first chunk %d frames, largest %d, want 1 and %d", tc.delay, chunks[0].Frames, biggest, tc.max)
+		}
+	}
+}
