@@ -234,7 +234,7 @@ func TestPipelineCancelSkipsQueuedFrames(t *testing.T) {
 // holdingLM emits two frames and, between them, waits on HoldAfterFirst,
 // noting whether the first chunk had been decoded by then.
 type holdingLM struct {
-	codec        *countingCodec
+	codec        *hookCodec
 	held         bool
 	decodedFirst bool
 }
@@ -252,25 +252,26 @@ func (f *holdingLM) Generate(ctx context.Context, p backend.Prompt, o backend.Ge
 func (f *holdingLM) Device() string { return "fake" }
 func (f *holdingLM) Close() error   { return nil }
 
-// countingCodec is fakeCodec counting finished pushes, slowly enough that an
-// LM not held would run ahead of the first.
-type countingCodec struct {
+// hookCodec is fakeCodec running hook before each push and counting the
+// pushes that finished.
+type hookCodec struct {
 	fakeCodec
+	hook   func()
 	pushes atomic.Int32
 }
 
-type countingStream struct {
+type hookStream struct {
 	backend.CodecStream
-	c *countingCodec
+	c *hookCodec
 }
 
-func (c *countingCodec) NewStream() (backend.CodecStream, error) {
+func (c *hookCodec) NewStream() (backend.CodecStream, error) {
 	s, _ := c.fakeCodec.NewStream()
-	return countingStream{s, c}, nil
+	return hookStream{s, c}, nil
 }
 
-func (s countingStream) Push(frames []backend.Codes) ([]float32, error) {
-	time.Sleep(20 * time.Millisecond)
+func (s hookStream) Push(frames []backend.Codes) ([]float32, error) {
+	s.c.hook()
 	pcm, err := s.CodecStream.Push(frames)
 	s.c.pushes.Add(1)
 	return pcm, err
@@ -279,7 +280,8 @@ func (s countingStream) Push(frames []backend.Codes) ([]float32, error) {
 // TestPipelineHoldsTheLMUntilTheFirstChunk: with sharedCores (LM and codec on the
 // same cores) the LM's second frame waits for the first chunk's decode.
 func TestPipelineHoldsTheLMUntilTheFirstChunk(t *testing.T) {
-	codec := &countingCodec{}
+	// Slow pushes: an LM not held would run ahead of the first.
+	codec := &hookCodec{hook: func() { time.Sleep(20 * time.Millisecond) }}
 	lm := &holdingLM{codec: codec}
 	s := &stream{lm: lm, codec: codec, chunkFrames: 1, sharedCores: true}
 	chunks := collect(t, runStream(context.Background(), s))
@@ -291,53 +293,36 @@ func TestPipelineHoldsTheLMUntilTheFirstChunk(t *testing.T) {
 	}
 }
 
-// loopCodec runs a two-worker cores.For loop in every push and records how
-// many goroutines ran it at once.
-type loopCodec struct {
-	fakeCodec
-	peaks []int32
-}
-
-type loopStream struct {
-	backend.CodecStream
-	c *loopCodec
-}
-
-func (c *loopCodec) NewStream() (backend.CodecStream, error) {
-	s, _ := c.fakeCodec.NewStream()
-	return loopStream{s, c}, nil
-}
-
-func (s loopStream) Push(frames []backend.Codes) ([]float32, error) {
-	var running, peak atomic.Int32
-	cores.For(64, 1, 2, func(lo, hi int) {
-		r := running.Add(1)
-		if r > peak.Load() {
-			peak.Store(r)
-		}
-		time.Sleep(200 * time.Microsecond)
-		running.Add(-1)
-	})
-	s.c.peaks = append(s.c.peaks, peak.Load())
-	return s.CodecStream.Push(frames)
-}
-
 // TestPipelineCodecOccupiesACoreBesideTheLM: on shared cores with two of
 // them, a push made while the LM runs holds one core, so its loops get no
 // helper (the other core is the LM's).
 func TestPipelineCodecOccupiesACoreBesideTheLM(t *testing.T) {
 	old := cores.SetLimit(2)
 	defer cores.SetLimit(old)
-	codec := &loopCodec{}
+	// Each push runs a two-worker loop and notes how many goroutines ran it
+	// at once.
+	var peaks []int32
+	codec := &hookCodec{hook: func() {
+		var running, peak atomic.Int32
+		cores.For(64, 1, 2, func(lo, hi int) {
+			r := running.Add(1)
+			if r > peak.Load() {
+				peak.Store(r)
+			}
+			time.Sleep(200 * time.Microsecond)
+			running.Add(-1)
+		})
+		peaks = append(peaks, peak.Load())
+	}}
 	lm := &fakeLM{n: 4, delay: 20 * time.Millisecond}
 	s := &stream{lm: lm, codec: codec, chunkFrames: 1, sharedCores: true}
 	collect(t, runStream(context.Background(), s))
 	// The first push is made while the LM is held (this fake LM ignores
 	// the hold, but the pipeline counts on it), so only later ones occupy.
-	if len(codec.peaks) < 3 {
-		t.Fatalf("%d pushes", len(codec.peaks))
+	if len(peaks) < 3 {
+		t.Fatalf("%d pushes", len(peaks))
 	}
-	for i, p := range codec.peaks[1:] {
+	for i, p := range peaks[1:] {
 		if p != 1 {
 			t.Errorf("push %d beside the LM ran its loop on %d goroutines, want 1", i+1, p)
 		}
