@@ -18,24 +18,24 @@ const frameBuffer = 8
 // slowChunkFrames is the chunk size after the first when the LM and the
 // codec share the CPU and frames reach the codec slower than they play (the
 // LM or the codec behind real time): the listener waits on synthesis
-// whatever the chunk size, so each push decodes
-// several frames and reads the codec's weights once for all of them. Dev VM,
+// whatever the chunk size, so each push decodes several frames and reads
+// the codec's weights once for all of them. Dev VM,
 // 0.6B int8, 12 frames end to end: chunks of 1, 2, 4 frames gave RTF
 // 2.41-2.80, 2.24-2.36, 2.18-2.28 (codec 113-132, 93-94, 78-80 ms a frame).
 // A machine that keeps up keeps the requested size, so its first chunks
 // follow each other without a gap.
 const slowChunkFrames = 4
 
-// lmPace tracks how fast frames reach the codec, from frame 1 on (frame 0
+// framePace tracks how fast frames reach the codec, from frame 1 on (frame 0
 // comes after the prefill, and frame 1 may have waited for the first chunk).
-type lmPace struct {
+type framePace struct {
 	frame  time.Duration // audio per frame
 	first  time.Time     // when frame 1 arrived
 	frames int           // frames after frame 1
 	last   time.Time
 }
 
-func (p *lmPace) arrived(index int) {
+func (p *framePace) arrived(index int) {
 	now := time.Now()
 	switch {
 	case index == 1:
@@ -47,7 +47,7 @@ func (p *lmPace) arrived(index int) {
 }
 
 // slow reports whether frames have been coming slower than real time.
-func (p *lmPace) slow() bool {
+func (p *framePace) slow() bool {
 	return p.frames > 0 && p.last.Sub(p.first) > time.Duration(p.frames)*p.frame
 }
 
@@ -135,10 +135,11 @@ func (s *stream) run(ctx context.Context, out chan<- Chunk) {
 		sent      int
 		samples   int
 	)
-	// flush decodes pending as one chunk. While the LM computes beside it on
-	// the same cores, the push holds one (cores.Occupy) so the LM's helpers
-	// leave it to the codec; when the LM waits (held for the first chunk, or
-	// done) the codec's own loops may take every core.
+	// flush decodes pending as one chunk. lmRunning is false for the first
+	// chunk (on shared cores the LM is held for it) and the last (the LM is
+	// done). While the LM computes beside it on the same cores, the push
+	// holds one (cores.Occupy) so the LM's helpers leave it to the codec;
+	// otherwise the codec's own loops may take every core.
 	flush := func(lmRunning bool) bool {
 		if len(pending) == 0 || codecErr != nil {
 			return true
@@ -176,7 +177,7 @@ func (s *stream) run(ctx context.Context, out chan<- Chunk) {
 		pending = nil
 		return true
 	}
-	pace := lmPace{frame: time.Second * time.Duration(s.codec.SamplesPerFrame()) / time.Duration(s.codec.SampleRate())}
+	pace := framePace{frame: time.Second * time.Duration(s.codec.SamplesPerFrame()) / time.Duration(s.codec.SampleRate())}
 	for f := range frames {
 		// Drain so the LM goroutine can finish; after a cancel the frames
 		// it had queued are dropped undecoded, so the engine is free again
@@ -195,7 +196,7 @@ func (s *stream) run(ctx context.Context, out chan<- Chunk) {
 			want = max(want, slowChunkFrames)
 		}
 		if len(pending) >= want {
-			if !flush(sent > 0 || !s.sharedCores) {
+			if !flush(sent > 0) {
 				continue
 			}
 		}

@@ -37,8 +37,8 @@ func Percent(live, allowance uint64) int {
 	return int(min(max(p, minPercent), 100))
 }
 
-// Fit sets the collector's percentage for the heap as it is now (call it
-// after loading or unloading a model) and returns the percentage it set, or
+// Fit sets the collector's percentage for the heap as it is now (engine.Open
+// calls it once the model is loaded) and returns the percentage it set, or
 // -1 when GOGC is set in the environment, which wins.
 func Fit() int { return fit(Allowance) }
 
