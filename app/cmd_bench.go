@@ -56,9 +56,12 @@ type benchReport struct {
 
 	Codec    *codec.BenchResult     `json:"codec,omitempty"`     // CPU streaming decode, one frame per push
 	CodecGPU *cudacodec.BenchResult `json:"codec_gpu,omitempty"` // GPU streaming decode, one frame per push
-	E2E      *e2eReport             `json:"e2e,omitempty"`       // text -> PCM through engine.Synthesize
-	Streams  *streamsReport         `json:"streams,omitempty"`   // concurrent utterances
-	Batch    []batchRow             `json:"batch,omitempty"`     // CUDA: B utterances in one batch (LM only)
+	// GPU: B streams' frames in one launch, for each B of --batch, one frame
+	// and four frames a push.
+	CodecBatch []cudacodec.BenchResult `json:"codec_batch,omitempty"`
+	E2E        *e2eReport              `json:"e2e,omitempty"`     // text -> PCM through engine.Synthesize
+	Streams    *streamsReport          `json:"streams,omitempty"` // concurrent utterances
+	Batch      []batchRow              `json:"batch,omitempty"`   // CUDA: B utterances in one batch (LM only)
 	// Stability: one long sampled utterance of --stability frames (no hang,
 	// every code in range).
 	Stability *stabilityReport `json:"stability,omitempty"`
@@ -150,7 +153,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	intFlagVar(fs, &f.e2eRuns, "e2e-runs", 3, 1, maxRuns, "", "measured end-to-end runs (after one warm-up)")
 	intFlagVar(fs, &f.chunkFrames, "chunk-frames", 1, 1, 64, "", "end to end: frames a PCM chunk after the first (talkbox serve uses 2)")
 	intFlagVar(fs, &f.streams, "streams", 0, 0, 64, "skip", "also run N utterances of --e2e-frames at once on one engine (0 = skip)")
-	fs.StringVar(&f.batch, "batch", "", "CUDA: also time B utterances of --frames frames in one batch, for each B of a comma list (e.g. 1,2,4,8,16,32,64)")
+	fs.StringVar(&f.batch, "batch", "", "CUDA: also time B utterances of --frames frames in one batch, and the codec decoding B streams in one launch, for each B of a comma list (e.g. 1,2,4,8,16,32,64)")
 	intFlagVar(fs, &f.stability, "stability", 0, 0, maxFrames, "skip", "also run one sampled utterance of N frames and check every code (0 = skip)")
 	fs.Float64Var(&f.cloneSeconds, "clone-seconds", 10, "Base models: time the voice-clone encoders on a clip this long, 1-30 s (0 = skip)")
 	fs.BoolVar(&f.cloneOnly, "clone-only", false, "time only the voice-clone encoders")
@@ -337,16 +340,25 @@ func benchCUDALM(m *model.Model, f benchFlags, rep *benchReport) error {
 	return nil
 }
 
-// benchBatch runs B sampled utterances of --frames frames at once through one
-// cuda.Batcher for each B of --batch, after a warm-up at the largest B.
-func benchBatch(lm *cuda.LM, m *model.Model, f benchFlags, prompt backend.Prompt) ([]batchRow, error) {
+// batchSizes parses --batch.
+func batchSizes(list string) ([]int, error) {
 	var sizes []int
-	for _, v := range strings.Split(f.batch, ",") {
+	for _, v := range strings.Split(list, ",") {
 		b, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil || b < 1 || b > 64 {
 			return nil, usageErrorf("--batch: %q is not a stream count 1..64", v)
 		}
 		sizes = append(sizes, b)
+	}
+	return sizes, nil
+}
+
+// benchBatch runs B sampled utterances of --frames frames at once through one
+// cuda.Batcher for each B of --batch, after a warm-up at the largest B.
+func benchBatch(lm *cuda.LM, m *model.Model, f benchFlags, prompt backend.Prompt) ([]batchRow, error) {
+	sizes, err := batchSizes(f.batch)
+	if err != nil {
+		return nil, err
 	}
 	bt, err := cuda.NewBatcher(lm, slices.Max(sizes), f.rows+f.frames+16)
 	if err != nil {
@@ -454,16 +466,32 @@ func benchCodec(m *model.Model, f benchFlags, rep *benchReport) error {
 		rep.Codec = &res
 		return nil
 	}
-	gpu, err := cudacodec.New(dec)
+	gpu, err := cudacodec.New(dec, 1)
 	if err != nil {
 		return err
 	}
 	defer gpu.Close()
-	res, err := cudacodec.Bench(gpu, 1, 20, max(f.codecFrames, 50), 7)
+	res, err := cudacodec.Bench(gpu, 1, 1, 20, max(f.codecFrames, 50), 7)
 	if err != nil {
 		return err
 	}
 	rep.CodecGPU = &res
+	if f.batch == "" {
+		return nil
+	}
+	sizes, err := batchSizes(f.batch)
+	if err != nil {
+		return err
+	}
+	for _, frames := range []int{1, 4} {
+		for _, b := range sizes {
+			res, err := cudacodec.Bench(gpu, b, frames, 10, max(f.codecFrames, 30), 7)
+			if err != nil {
+				return fmt.Errorf("codec batch of %d: %w", b, err)
+			}
+			rep.CodecBatch = append(rep.CodecBatch, res)
+		}
+	}
 	return nil
 }
 

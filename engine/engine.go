@@ -154,7 +154,9 @@ func Open(ctx context.Context, dir string, o Options) (*Engine, error) {
 		if gpuLM.CanProjectText() {
 			e.prompts.SetTextProjector(gpuLM)
 		}
-		if gpu, err := cudacodec.New(dec); err == nil {
+		// One codec slot per utterance that may run at once (the single-stream
+		// LM's and the batch's), so their pushes share launches.
+		if gpu, err := cudacodec.New(dec, codecSlots(o.Streams)); err == nil {
 			e.codec, e.gpuCodec = gpu, gpu
 			grid, _, _, _ := gpuLM.Geometry()
 			if err := gpuLM.ReserveSMs(codecSMs(grid)); err != nil {
@@ -185,6 +187,15 @@ func Open(ctx context.Context, dir string, o Options) (*Engine, error) {
 	}
 	gcpace.Fit()
 	return e, nil
+}
+
+// codecSlots is the GPU codec pool's size for Options.Streams: the batch's
+// streams and the single-stream LM's utterance.
+func codecSlots(streams int) int {
+	if streams > 1 {
+		return streams + 1
+	}
+	return 1
 }
 
 // codecSMs is how many of the GPU's SMs the LM's persistent kernel leaves to
@@ -414,7 +425,6 @@ func (e *Engine) Synthesize(ctx context.Context, req Request) (<-chan Chunk, err
 		if e.batch != nil && !e.busy.TryLock() {
 			s.lm = e.batch.LM()
 			s.device = s.lm.Device()
-			s.chunkFrames = max(s.chunkFrames, batchChunkFrames)
 			s.run(ctx, out)
 			return
 		}
@@ -426,13 +436,6 @@ func (e *Engine) Synthesize(ctx context.Context, req Request) (<-chan Chunk, err
 	}()
 	return out, nil
 }
-
-// batchChunkFrames is the least chunk after the first for an utterance in
-// the batch: with many streams the GPU codec, one push per stream per chunk,
-// is the limit, and a push of 4 frames costs far less than 4 of 1 (H100, 16
-// streams at once: RTF 0.195 with chunks of 1, 0.152 with 4; docs/dev/batch.md).
-// The first chunk stays one frame.
-const batchChunkFrames = 4
 
 // resettableStream is a codec stream that can return to frame 0.
 type resettableStream interface {

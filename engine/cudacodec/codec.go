@@ -9,18 +9,22 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"unsafe"
 
 	"talkbox/engine/backend"
 	"talkbox/engine/codec"
 )
 
-// Codec is the decoder's weights on one GPU. It implements backend.Codec;
-// any number of streams may share it, each with its own CUDA stream, so a
-// stream's work overlaps whatever else runs on the GPU (the LM).
+// Codec is the decoder's weights on one GPU. It implements backend.Codec.
+// Its streams live in pools of Slots streams each (the first made by New,
+// more when one is full): the pushes that streams of one pool make at the
+// same time run as one launch, so many streams cost little more GPU time
+// than one. Each pool runs on a CUDA stream of its own, so decoding overlaps
+// whatever else runs on the GPU (the LM).
 type Codec struct {
 	mu       sync.Mutex
 	m        *C.tbc_model
+	slots    int // streams a pool holds
+	pools    []*pool
 	streams  int  // open streams; the weights go when the last one closes after Close
 	closing  bool // Close was called
 	spf      int
@@ -38,15 +42,21 @@ var (
 // closed codec.
 var ErrClosed = errors.New("cudacodec: closed")
 
-// New uploads the weights of a CPU decoder to GPU 0. The decoder is only read;
-// the caller may drop it afterwards. A missing library, driver or GPU gives
-// an error wrapping ErrUnavailable.
-func New(d *codec.Decoder) (*Codec, error) {
+// New uploads the weights of a CPU decoder to GPU 0 and makes a pool for
+// `slots` streams (at least 1), its graphs captured for every push it can
+// run. Size slots for the streams that decode at once: a pool holds ~50 MB of
+// GPU memory per slot at the released shapes. The decoder is only read; the
+// caller may drop it afterwards. A missing library, driver or GPU gives an
+// error wrapping ErrUnavailable.
+func New(d *codec.Decoder, slots int) (*Codec, error) {
 	if err := Available(); err != nil {
 		return nil, err
 	}
 	if d == nil {
 		return nil, errors.New("cudacodec: no decoder")
+	}
+	if maxSlots := int(C.nl_tbc_max_pool_slots()); slots < 1 || slots > maxSlots {
+		return nil, fmt.Errorf("cudacodec: %d streams a pool, want 1..%d", slots, maxSlots)
 	}
 	name, err := deviceName(0)
 	if err != nil {
@@ -63,12 +73,24 @@ func New(d *codec.Decoder) (*Codec, error) {
 	if m == nil {
 		return nil, fmt.Errorf("cudacodec: uploading the decoder to %s: %s", name, message(&e))
 	}
-	c := &Codec{m: m, spf: int(C.nl_tbc_samples_per_frame(m)), rate: d.SampleRate(),
+	c := &Codec{m: m, slots: slots, spf: int(C.nl_tbc_samples_per_frame(m)), rate: d.SampleRate(),
 		codebook: d.Config().CodebookSize, device: name}
 	if c.spf != d.SamplesPerFrame() {
 		C.nl_tbc_destroy(m)
 		return nil, fmt.Errorf("cudacodec: library computes %d samples per frame, the decoder %d", c.spf, d.SamplesPerFrame())
 	}
+	p, err := c.newPool(slots)
+	if err == nil {
+		err = p.warm()
+	}
+	if err != nil {
+		if p != nil {
+			p.destroy()
+		}
+		C.nl_tbc_destroy(m)
+		return nil, err
+	}
+	c.pools = append(c.pools, p)
 	return c, nil
 }
 
@@ -81,7 +103,11 @@ func (c *Codec) SampleRate() int { return c.rate }
 // Device names the GPU.
 func (c *Codec) Device() string { return c.device }
 
-// NewStream starts a fresh decoder state (frame 0, zero history) on the GPU.
+// Slots is the number of streams a pool holds (New's argument).
+func (c *Codec) Slots() int { return c.slots }
+
+// NewStream starts a fresh decoder state (frame 0, zero history) in a free
+// slot, making a new pool when every slot is taken.
 func (c *Codec) NewStream() (backend.CodecStream, error) { return c.newStream() }
 
 func (c *Codec) newStream() (*Stream, error) {
@@ -90,13 +116,27 @@ func (c *Codec) newStream() (*Stream, error) {
 	if c.m == nil || c.closing {
 		return nil, ErrClosed
 	}
-	var e C.nl_err
-	s := C.nl_tbc_stream_create(c.m, &e)
-	if s == nil {
-		return nil, fmt.Errorf("cudacodec: new stream on %s: %s", c.device, message(&e))
+	var p *pool
+	for _, q := range c.pools {
+		if len(q.free) > 0 {
+			p = q
+			break
+		}
 	}
+	if p == nil {
+		var err error
+		if p, err = c.newPool(c.slots); err != nil {
+			return nil, err
+		}
+		c.pools = append(c.pools, p)
+	}
+	slot := p.free[len(p.free)-1]
+	if err := p.reset(slot); err != nil {
+		return nil, err
+	}
+	p.free = p.free[:len(p.free)-1]
 	c.streams++
-	return &Stream{c: c, s: s}, nil
+	return &Stream{c: c, p: p, slot: slot}, nil
 }
 
 // Close releases the GPU weights once every stream is closed; until then the
@@ -109,31 +149,38 @@ func (c *Codec) Close() error {
 	return nil
 }
 
-// release frees the weights when closing and no stream is left (c.mu held).
+// release frees the pools and the weights when closing and no stream is
+// left (c.mu held).
 func (c *Codec) release() {
 	if c.closing && c.streams == 0 && c.m != nil {
+		for _, p := range c.pools {
+			p.destroy()
+		}
+		c.pools = nil
 		C.nl_tbc_destroy(c.m)
 		c.m = nil
 	}
 }
 
-// Stream is one utterance's decoder state on the GPU. It implements
+// Stream is one utterance's decoder state: a slot of a pool. It implements
 // backend.CodecStream. Its methods may be called from any goroutine, one at
 // a time per stream (they serialise on a mutex).
 type Stream struct {
 	mu     sync.Mutex
 	c      *Codec
-	s      *C.tbc_stream
+	p      *pool // nil once closed
+	slot   int
 	frames int
 }
 
-// Push decodes frames and returns len(frames)·SamplesPerFrame samples. A
-// code outside the codebook fails the whole push (wrapping codec.ErrBadCode)
-// and leaves the state as it was.
+// Push decodes frames and returns len(frames)·SamplesPerFrame samples. It
+// runs in one launch with whatever pushes other streams of the pool make at
+// the same time. A code outside the codebook fails the whole push (wrapping
+// codec.ErrBadCode) and leaves the state as it was.
 func (s *Stream) Push(frames []backend.Codes) ([]float32, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.s == nil {
+	if s.p == nil {
 		return nil, ErrClosed
 	}
 	if err := s.checkCodes(frames); err != nil {
@@ -143,11 +190,8 @@ func (s *Stream) Push(frames []backend.Codes) ([]float32, error) {
 	if len(frames) == 0 {
 		return out, nil
 	}
-	var e C.nl_err
-	// backend.Codes is [16]int32, so the frames are one contiguous int32 array.
-	codes := (*C.int32_t)(unsafe.Pointer(&frames[0][0]))
-	if C.nl_tbc_push(s.s, codes, C.int(len(frames)), (*C.float)(unsafe.Pointer(&out[0])), &e) != 0 {
-		return nil, fmt.Errorf("cudacodec: push of %d frames at frame %d: %s", len(frames), s.frames, message(&e))
+	if err := s.p.push(s.slot, frames, out); err != nil {
+		return nil, fmt.Errorf("cudacodec: push of %d frames at frame %d: %w", len(frames), s.frames, err)
 	}
 	s.frames += len(frames)
 	return out, nil
@@ -168,12 +212,11 @@ func (s *Stream) checkCodes(frames []backend.Codes) error {
 func (s *Stream) Reset() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.s == nil {
+	if s.p == nil {
 		return ErrClosed
 	}
-	var e C.nl_err
-	if C.nl_tbc_reset(s.s, &e) != 0 {
-		return fmt.Errorf("cudacodec: reset: %s", message(&e))
+	if err := s.p.reset(s.slot); err != nil {
+		return err
 	}
 	s.frames = 0
 	return nil
@@ -186,16 +229,16 @@ func (s *Stream) Frames() int {
 	return s.frames
 }
 
-// Close frees the stream's GPU state; further pushes fail with ErrClosed.
+// Close gives the stream's slot back; further pushes fail with ErrClosed.
 func (s *Stream) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.s == nil {
+	if s.p == nil {
 		return nil
 	}
-	C.nl_tbc_stream_destroy(s.s)
-	s.s = nil
 	s.c.mu.Lock()
+	s.p.free = append(s.p.free, s.slot)
+	s.p = nil
 	s.c.streams--
 	s.c.release()
 	s.c.mu.Unlock()

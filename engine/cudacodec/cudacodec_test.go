@@ -48,13 +48,13 @@ func TestUnavailableWrapsSentinel(t *testing.T) {
 		t.Fatalf("missing library: %v, want ErrUnavailable", err)
 	}
 	if Available() != nil {
-		if _, err := New(nil); !errors.Is(err, ErrUnavailable) {
+		if _, err := New(nil, 1); !errors.Is(err, ErrUnavailable) {
 			t.Fatalf("New without GPU: %v, want ErrUnavailable", err)
 		}
 		t.Logf("no GPU codec here: %v", Available())
 		return
 	}
-	if _, err := New(nil); err == nil || errors.Is(err, ErrUnavailable) {
+	if _, err := New(nil, 1); err == nil || errors.Is(err, ErrUnavailable) {
 		t.Fatalf("New(nil) with a GPU: %v, want a plain error", err)
 	}
 }
@@ -94,7 +94,7 @@ func gpuCodec(t *testing.T, dir string) *Codec {
 	if g, ok := gpus.Load(dir); ok {
 		return g.(*Codec)
 	}
-	g, err := New(tinyDecoder(t, dir))
+	g, err := New(tinyDecoder(t, dir), 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func TestSyntheticRealShape(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := New(d)
+	g, err := New(d, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,5 +235,122 @@ func TestSyntheticRealShape(t *testing.T) {
 	t.Logf("GPU one push of %d frames (8-frame graphs) vs one frame per push: max abs %.3g", frames, db)
 	if db > synthTol {
 		t.Errorf("GPU bulk vs frame-by-frame: max abs %.3g", db)
+	}
+}
+
+// TestPoolStreamsMatchAlone: seven streams pushed at the same moments, so
+// their frames share launches (the six of the first pool, padded to a
+// bucket with the scratch slot; the seventh in a second pool), each give
+// what they give decoded alone, one frame a push. They start at different
+// frames and push 1-3 frames at a time; one is reset half-way and decodes
+// its codes again, one closes half-way while the others go on. At the tiny
+// and at the released shapes, where the products take other kernels and
+// split orders than alone (hence the tolerances of the CPU comparisons).
+func TestPoolStreamsMatchAlone(t *testing.T) {
+	requireGPU(t)
+	released := func(t *testing.T) *codec.Decoder {
+		d, err := codec.NewSynthetic(model.SynthCodecConfig(), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	for _, tc := range []struct {
+		name string
+		dec  func(t *testing.T) *codec.Decoder
+		tol  float64
+	}{
+		{"tiny", func(t *testing.T) *codec.Decoder {
+			return tinyDecoder(t, golden.Checkpoint(t, "qwen3-tts-tiny-customvoice"))
+		}, goldenTol},
+		{"released shapes", released, synthTol},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.name != "tiny" && testing.Short() {
+				t.Skip("skipping in -short: the released shapes")
+			}
+			d := tc.dec(t)
+			alone, err := New(d, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer alone.Close()
+			pooled, err := New(d, 6)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pooled.Close()
+			const n, frames, resetAt, closeAt = 7, 18, 9, 8
+			codes := make([][]backend.Codes, n)
+			want := make([][]float32, n)
+			for i := range codes {
+				codes[i] = backendtest.RandomCodes(uint64(40+i), frames, d.Config().CodebookSize)
+				want[i] = backendtest.Decode(t, alone, codes[i], 1)
+			}
+			streams := make([]*Stream, n)
+			for i := range streams {
+				if streams[i], err = pooled.newStream(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if len(pooled.pools) != 2 {
+				t.Fatalf("%d pools for %d streams of 6 slots, want 2", len(pooled.pools), n)
+			}
+			got := make([][]float32, n)
+			next := make([]int, n)
+			const resetStream, closeStream = 3, 5
+			reset := false
+			for tick := 0; ; tick++ {
+				var wg sync.WaitGroup
+				errs := make([]error, n)
+				active := 0
+				for i := range streams {
+					if tick < i || next[i] == frames || (i == closeStream && next[i] >= closeAt) {
+						continue
+					}
+					active++
+					k := min(1+i%3, frames-next[i])
+					wg.Add(1)
+					go func(i, k int) {
+						defer wg.Done()
+						pcm, err := streams[i].Push(codes[i][next[i] : next[i]+k])
+						got[i] = append(got[i], pcm...)
+						next[i] += k
+						errs[i] = err
+					}(i, k)
+				}
+				wg.Wait()
+				for i, err := range errs {
+					if err != nil {
+						t.Fatalf("stream %d at frame %d: %v", i, next[i], err)
+					}
+				}
+				if active == 0 {
+					break
+				}
+				if !reset && next[resetStream] >= resetAt {
+					reset = true
+					if err := streams[resetStream].Reset(); err != nil {
+						t.Fatal(err)
+					}
+					got[resetStream], next[resetStream] = nil, 0
+				}
+				if next[closeStream] >= closeAt && streams[closeStream].p != nil {
+					streams[closeStream].Close()
+				}
+			}
+			spf := pooled.SamplesPerFrame()
+			var worst float64
+			for i := range streams {
+				w := want[i][:next[i]*spf]
+				diff := golden.MaxAbsDiff(got[i], w)
+				worst = max(worst, diff)
+				if len(got[i]) != len(w) || diff > tc.tol || math.IsNaN(diff) {
+					t.Errorf("stream %d: %d samples, max abs %.3g against alone (tol %g)", i, len(got[i]), diff, tc.tol)
+				}
+				streams[i].Close()
+			}
+			t.Logf("%s: %d streams, largest max abs against alone %.3g", pooled.Device(), n, worst)
+		})
 	}
 }

@@ -45,11 +45,13 @@
 	X(tbc_model *, tbc_create, (const tbc_weights *, const tbc_params *))                  \
 	X(void, tbc_destroy, (tbc_model *))                                                    \
 	X(int, tbc_samples_per_frame, (const tbc_model *))                                     \
-	X(tbc_stream *, tbc_stream_create, (tbc_model *))                                      \
-	X(void, tbc_stream_destroy, (tbc_stream *))                                            \
-	X(int, tbc_push, (tbc_stream *, const int32_t *, int, float *))                        \
-	X(int, tbc_reset, (tbc_stream *))                                                      \
-	X(int, tbc_bench, (tbc_stream *, const int32_t *, int, int, float *))
+	X(int, tbc_max_pool_slots, (void))                                                     \
+	X(tbc_pool *, tbc_pool_create, (tbc_model *, int))                                     \
+	X(void, tbc_pool_destroy, (tbc_pool *))                                                \
+	X(int, tbc_pool_push, (tbc_pool *, const int32_t *, int, const int32_t *, int, float *)) \
+	X(int, tbc_pool_reset, (tbc_pool *, int))                                              \
+	X(int, tbc_pool_warm, (tbc_pool *, int))                                               \
+	X(int, tbc_pool_bench, (tbc_pool *, int, const int32_t *, int, int, float *))
 
 #define NL_FIELD(ret, name, params) ret(*name) params;
 static struct {
@@ -168,16 +170,19 @@ tbc_model *nl_tbc_create(const tbc_weights *w, const tbc_params *p, nl_err *err)
 }
 void nl_tbc_destroy(tbc_model *m) { tbc.tbc_destroy(m); }
 int nl_tbc_samples_per_frame(const tbc_model *m) { return tbc.tbc_samples_per_frame(m); }
-tbc_stream *nl_tbc_stream_create(tbc_model *m, nl_err *err) {
-	tbc_stream *s = tbc.tbc_stream_create(m);
-	if (!s) codec_failed(err);
-	return s;
+int nl_tbc_max_pool_slots(void) { return tbc.tbc_max_pool_slots(); }
+tbc_pool *nl_tbc_pool_create(tbc_model *m, int slots, nl_err *err) {
+	tbc_pool *p = tbc.tbc_pool_create(m, slots);
+	if (!p) codec_failed(err);
+	return p;
 }
-void nl_tbc_stream_destroy(tbc_stream *s) { tbc.tbc_stream_destroy(s); }
-int nl_tbc_push(tbc_stream *s, const int32_t *codes, int n, float *out, nl_err *err) {
-	CODEC_RC(tbc.tbc_push(s, codes, n, out));
+void nl_tbc_pool_destroy(tbc_pool *p) { tbc.tbc_pool_destroy(p); }
+int nl_tbc_pool_push(tbc_pool *p, const int32_t *slots, int n, const int32_t *codes, int frames, float *out,
+                     nl_err *err) {
+	CODEC_RC(tbc.tbc_pool_push(p, slots, n, codes, frames, out));
 }
-int nl_tbc_reset(tbc_stream *s, nl_err *err) { CODEC_RC(tbc.tbc_reset(s)); }
-int nl_tbc_bench(tbc_stream *s, const int32_t *codes, int n, int iters, float *ms, nl_err *err) {
-	CODEC_RC(tbc.tbc_bench(s, codes, n, iters, ms));
+int nl_tbc_pool_reset(tbc_pool *p, int slot, nl_err *err) { CODEC_RC(tbc.tbc_pool_reset(p, slot)); }
+int nl_tbc_pool_warm(tbc_pool *p, int frames, nl_err *err) { CODEC_RC(tbc.tbc_pool_warm(p, frames)); }
+int nl_tbc_pool_bench(tbc_pool *p, int n, const int32_t *codes, int frames, int iters, float *ms, nl_err *err) {
+	CODEC_RC(tbc.tbc_pool_bench(p, n, codes, frames, iters, ms));
 }

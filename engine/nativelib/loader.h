@@ -57,9 +57,12 @@ tbc_params nl_tbc_default_params(void);
 tbc_model *nl_tbc_create(const tbc_weights *w, const tbc_params *p, nl_err *err);
 void nl_tbc_destroy(tbc_model *m);
 int nl_tbc_samples_per_frame(const tbc_model *m);
-tbc_stream *nl_tbc_stream_create(tbc_model *m, nl_err *err);
-void nl_tbc_stream_destroy(tbc_stream *s);
-int nl_tbc_push(tbc_stream *s, const int32_t *codes, int n, float *out, nl_err *err);
-int nl_tbc_reset(tbc_stream *s, nl_err *err);
-int nl_tbc_bench(tbc_stream *s, const int32_t *codes, int n, int iters, float *ms, nl_err *err);
+int nl_tbc_max_pool_slots(void);
+tbc_pool *nl_tbc_pool_create(tbc_model *m, int slots, nl_err *err);
+void nl_tbc_pool_destroy(tbc_pool *p);
+int nl_tbc_pool_push(tbc_pool *p, const int32_t *slots, int n, const int32_t *codes, int frames, float *out,
+                     nl_err *err);
+int nl_tbc_pool_reset(tbc_pool *p, int slot, nl_err *err);
+int nl_tbc_pool_warm(tbc_pool *p, int frames, nl_err *err);
+int nl_tbc_pool_bench(tbc_pool *p, int n, const int32_t *codes, int frames, int iters, float *ms, nl_err *err);
 #endif

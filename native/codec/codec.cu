@@ -90,35 +90,50 @@ struct tbc_model {
 
 namespace {
 
-// ext is a causal op's input buffer: H history rows, then up to maxRows new rows.
+// Ext is a causal op's input: per slot, H history rows then room for the new
+// rows of a push of up to kMaxT frames (R0 rows a frame), rows C wide. Slot
+// i starts i·slotRows() rows after slot 0.
 struct Ext {
 	float *p = nullptr;
-	int C = 0, H = 0;
-	float *at_new() const { return p + (size_t)H * C; }
+	int C = 0, H = 0, R0 = 0;
+	int slotRows() const { return H + kMaxT * R0; }
 };
+
+// Member counts a pool captures graphs for: those of kBuckets below its
+// slot count, then the slot count. A push of n streams runs as the smallest
+// bucket >= n, the extra members decoding zeros into the scratch slot.
+// Powers of two and 1.5 times them waste at most a third.
+constexpr int kBuckets[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192};
+constexpr int kMaxSlots = 256;
 
 } // namespace
 
-struct tbc_stream {
+// tbc_pool holds the decoder state of up to `slots` streams in slotted
+// arrays (one more slot, the scratch, when slots > 1) and the dense scratch
+// buffers of one push of every slot at once.
+struct tbc_pool {
 	tbc_model *m = nullptr;
 	cudaStream_t st = nullptr;
 	bool dry = false, use_graph = true;
+	int slots = 0, nslots = 0; // usable slots; allocated (with the scratch)
+	std::vector<int> buckets;  // ascending, the last is slots
 	size_t ws_need = 0, ws_floats = 0;
 	float *ws = nullptr;
-	int64_t frames = 0;
-	int64_t *d_pos = nullptr;
-	int32_t *d_codes = nullptr, *h_codes = nullptr;
-	float *d_out = nullptr, *h_out = nullptr;
-	float *z = nullptr, *x0 = nullptr, *h = nullptr, *qkv = nullptr, *att = nullptr, *gu = nullptr,
+	std::vector<int64_t> frames;                // per slot
+	int64_t *d_pos = nullptr;                   // [nslots]
+	int32_t *d_in = nullptr, *h_in = nullptr;   // a push's codes [B][T][16], then its slots [B]
+	float *d_out = nullptr, *h_out = nullptr;   // [maxB][kMaxT·spf]
+	float *z = nullptr, *x0 = nullptr, *h = nullptr, *qkv = nullptr, *att = nullptr, *gu = nullptr, *tn = nullptr,
 	      *ln = nullptr, *pw = nullptr, *xr = nullptr, *a2 = nullptr;
-	float *kc = nullptr, *vc = nullptr; // [layers][cap][kv width]
+	float *kc = nullptr, *vc = nullptr; // [nslots][layers][cap][kv width]
 	int cap = 0;
+	size_t kvSlot = 0; // floats of one slot's K (or V) ring, all layers
 	Ext pre, voc0, fin;
 	std::vector<Ext> upin, dw, tc;
 	std::vector<std::array<Ext, 3>> unit;
-	std::vector<std::pair<void *, size_t>> zero_on_reset;
+	std::vector<Ext *> exts; // every Ext above, for reset
 	std::vector<void *> allocs;
-	cudaGraphExec_t graphs[kMaxT + 1] = {};
+	std::vector<std::array<cudaGraphExec_t, kMaxT + 1>> graphs; // [bucket][frames]
 	cudaEvent_t ev0 = nullptr, ev1 = nullptr;
 };
 
@@ -318,9 +333,30 @@ int build_model(tbc_model *m, const tbc_weights *w) {
 		}                                                                                                       \
 	} while (0)
 
+// Push is the shape of one launch: B members, T frames each, the members'
+// slots in device memory; single when the pool has one slot.
+struct Push {
+	int B, T;
+	const int *slot;
+	bool single;
+};
+
+Rows dense() { return Rows{nullptr, 1, 0, 0}; }
+
+// ext_rows addresses x from its first history row (a causal op's input),
+// ext_new from its first new row (where the producing op writes); R is a
+// member's rows in units of the product's rows. A pool of one slot has one
+// member in slot 0: its rows are dense, with no slot table to read.
+Rows ext_rows(const Push &p, const Ext &x, int R) {
+	return Rows{p.single ? nullptr : p.slot, R, (size_t)x.slotRows() * x.C, 0};
+}
+Rows ext_new(const Push &p, const Ext &x, int R) {
+	return Rows{p.single ? nullptr : p.slot, R, (size_t)x.slotRows() * x.C, (size_t)x.H * x.C};
+}
+
 Epi epi0() {
 	Epi e;
-	memset(&e, 0, sizeof e);
+	memset(&e, 0, sizeof e); // every Rows dense
 	e.snC = 1;
 	return e;
 }
@@ -332,8 +368,16 @@ Epi epi_out(float *out1, const float *bias) {
 	return e;
 }
 
-Epi with_snake(Epi e, float *out2, const DevSnake &sn, int ch) {
-	e.out2 = out2;
+// epi_ext writes the new rows of x; R is a member's rows of the product.
+Epi epi_ext(const Push &p, const Ext &x, int R, const float *bias) {
+	Epi e = epi_out(x.p, bias);
+	e.rout1 = ext_new(p, x, R);
+	return e;
+}
+
+Epi with_snake(Epi e, const Push &p, const Ext &x, int R, const DevSnake &sn, int ch) {
+	e.out2 = x.p;
+	e.rout2 = ext_new(p, x, R);
 	e.snA = sn.a;
 	e.snIB = sn.ib;
 	e.snC = ch;
@@ -343,22 +387,31 @@ Epi with_snake(Epi e, float *out2, const DevSnake &sn, int ch) {
 // skinny launches k_skinny2 in the given A mode (see kernels.cuh) with KS
 // warps per output column: enough columns x slices for ~4096 warps, each
 // slice at least 128 values of K.
-int skinny(tbc_stream *s, int mode, AOp a, const float *nw, double eps, const float *W, int M, int N, int K,
+int skinny(tbc_pool *s, int mode, AOp a, const float *nw, double eps, const float *W, int M, int N, int K,
            const Epi &e) {
 	const bool v4 = a.cin % 4 == 0 && K % 4 == 0;
 	int KS = 1;
 	while (KS < 8 && (long)N * KS < 4096 && K / (2 * KS) >= 128) KS *= 2;
 	dim3 grid((N + 8 / KS - 1) / (8 / KS));
+	const bool slot = a.rows.slot != nullptr;
+	if (slot && mode >= 2) {
+		set_err("codec: skinny product mode %d on slotted rows", mode);
+		return -1;
+	}
 	void (*f)(AOp, const float *, double, const float *, int, int, int, int, Epi) = nullptr;
-	switch (mode * 2 + (v4 ? 1 : 0)) {
-	case 0: f = k_skinny2<0, false>; break;
-	case 1: f = k_skinny2<0, true>; break;
-	case 2: f = k_skinny2<1, false>; break;
-	case 3: f = k_skinny2<1, true>; break;
-	case 4: f = k_skinny2<2, false>; break;
-	case 5: f = k_skinny2<2, true>; break;
-	case 6: f = k_skinny2<3, false>; break;
-	default: f = k_skinny2<3, true>; break;
+	switch (mode * 4 + (v4 ? 2 : 0) + (slot ? 1 : 0)) {
+	case 0: f = k_skinny2<0, false, false>; break;
+	case 1: f = k_skinny2<0, false, true>; break;
+	case 2: f = k_skinny2<0, true, false>; break;
+	case 3: f = k_skinny2<0, true, true>; break;
+	case 4: f = k_skinny2<1, false, false>; break;
+	case 5: f = k_skinny2<1, false, true>; break;
+	case 6: f = k_skinny2<1, true, false>; break;
+	case 7: f = k_skinny2<1, true, true>; break;
+	case 8: f = k_skinny2<2, false, false>; break;
+	case 10: f = k_skinny2<2, true, false>; break;
+	case 12: f = k_skinny2<3, false, false>; break;
+	default: f = k_skinny2<3, true, false>; break;
 	}
 	LAUNCH(f, grid, 256, 0, a, nw, eps, W, M, N, K, KS, e);
 	return 0;
@@ -368,7 +421,7 @@ int skinny(tbc_stream *s, int mode, AOp a, const float *nw, double eps, const fl
 // weights W [N][K], with epilogue e. M <= SK_MAXM takes a warp-per-column
 // kernel; larger M the tiled one, split over K when the tiles alone would
 // leave most multiprocessors idle.
-int gemm(tbc_stream *s, AOp a, const float *W, int M, int N, int K, const Epi &e) {
+int gemm(tbc_pool *s, AOp a, const float *W, int M, int N, int K, const Epi &e) {
 	if (M <= 0) return 0;
 	const bool v4 = a.cin % 4 == 0 && K % 4 == 0;
 	if (M <= SK_MAXM) return skinny(s, K == a.cin ? 1 : 0, a, nullptr, 0, W, M, N, K, e);
@@ -403,106 +456,144 @@ int gemm(tbc_stream *s, AOp a, const float *W, int M, int N, int K, const Epi &e
 	return 0;
 }
 
-int conv(tbc_stream *s, const Ext &in, const DevConv &c, int M, const Epi &e) {
-	return gemm(s, AOp{in.p, c.in, c.dil}, c.w, M, c.out, c.k * c.in, e);
+// conv runs c over the ext buffer x for a push: R new rows a member.
+int conv(tbc_pool *s, const Push &p, const Ext &x, const DevConv &c, int R, const Epi &e) {
+	return gemm(s, AOp{x.p, c.in, c.dil, ext_rows(p, x, R)}, c.w, p.B * R, c.out, c.k * c.in, e);
 }
 
-int linear(tbc_stream *s, const float *x, const DevConv &c, int M, const Epi &e) {
-	return gemm(s, AOp{x, c.in, 1}, c.w, M, c.out, c.in, e);
+int linear(tbc_pool *s, const float *x, const DevConv &c, int M, const Epi &e) {
+	return gemm(s, AOp{x, c.in, 1, dense()}, c.w, M, c.out, c.in, e);
 }
 
-// forward enqueues one push of T <= kMaxT frames whose codes are in
-// s->h_codes; the samples land in s->h_out. With s->dry it only sizes the
+// norm_linear is W · RMSNorm(x) (weight nw) over M dense rows of width K:
+// the norm inside the skinny kernel's loads while M fits it, else a norm
+// pass into s->tn and the tiled product.
+int norm_linear(tbc_pool *s, const float *x, const float *nw, double eps, const float *W, int M, int N, int K,
+                const Epi &e) {
+	if (M <= SK_MAXM) return skinny(s, 2, AOp{x, K, 1, dense()}, nw, eps, W, M, N, K, e);
+	LAUNCH(k_rmsnorm_rows, M, 256, 0, x, nw, eps, K, s->tn);
+	return gemm(s, AOp{s->tn, K, 1, dense()}, W, M, N, K, e);
+}
+
+// swiglu_linear is W · (silu(gate) · up) over M dense rows [gate | up] of
+// width 2K, the same way.
+int swiglu_linear(tbc_pool *s, const float *gu, const float *W, int M, int N, int K, const Epi &e) {
+	if (M <= SK_MAXM) return skinny(s, 3, AOp{gu, K, 1, dense()}, nullptr, 0, W, M, N, K, e);
+	LAUNCH(k_swiglu_rows, M, 256, 0, gu, K, s->tn);
+	return gemm(s, AOp{s->tn, K, 1, dense()}, W, M, N, K, e);
+}
+
+// A push's slots follow its codes, so one copy takes both.
+size_t slots_at(int B, int T) { return (size_t)B * T * 16; }
+
+// forward enqueues one push of T <= kMaxT frames for B members (bucket
+// size), whose codes ([B][T][16]) and slots are staged in s->h_in; the
+// samples ([B][T·spf]) land in s->h_out. With s->dry it only sizes the
 // split-K workspace.
-int forward(tbc_stream *s, int T) {
+int forward(tbc_pool *s, int B, int T) {
 	tbc_model *m = s->m;
 	const tbc_weights &c = m->cfg;
-	if (!s->dry) CK(cudaMemcpyAsync(s->d_codes, s->h_codes, sizeof(int32_t) * 16 * T, cudaMemcpyHostToDevice, s->st));
-	LAUNCH(k_dequant, T, 128, 0, s->d_codes, m->books, c.codebook_size, c.cb_dim, s->z);
-	if (gemm(s, AOp{s->z, 2 * c.cb_dim, 1}, m->proj, T, c.codebook_dim, 2 * c.cb_dim, epi_out(s->pre.at_new(), nullptr)))
+	const Push p{B, T, s->d_in + slots_at(B, T), s->nslots == 1};
+	const int BT = B * T;
+	if (!s->dry)
+		CK(cudaMemcpyAsync(s->d_in, s->h_in, sizeof(int32_t) * (slots_at(B, T) + B), cudaMemcpyHostToDevice, s->st));
+	LAUNCH(k_dequant, BT, 128, 0, s->d_in, m->books, c.codebook_size, c.cb_dim, s->z);
+	if (gemm(s, AOp{s->z, 2 * c.cb_dim, 1, dense()}, m->proj, BT, c.codebook_dim, 2 * c.cb_dim,
+	         epi_ext(p, s->pre, T, nullptr)))
 		return -1;
-	if (conv(s, s->pre, m->pre_conv, T, epi_out(s->x0, m->pre_conv.b))) return -1;
-	if (linear(s, s->x0, m->in_proj, T, epi_out(s->h, m->in_proj.b))) return -1;
+	if (conv(s, p, s->pre, m->pre_conv, T, epi_out(s->x0, m->pre_conv.b))) return -1;
+	if (linear(s, s->x0, m->in_proj, BT, epi_out(s->h, m->in_proj.b))) return -1;
 
 	const int nh = c.heads, nkv = c.kv_heads, hd = c.head_dim, Hd = c.hidden, I = c.intermediate;
 	const size_t kvl = (size_t)s->cap * nkv * hd;
-	static_assert(kMaxT <= SK_MAXM, "the transformer's rows must fit the skinny kernels");
-	// RMSNorm and SwiGLU are folded into the products' A reads,
-	// so a layer is 6 launches: qkv, RoPE, attention, o, gate/up, down.
+	const TRows tr{p.slot, T, s->kvSlot, s->d_pos};
+	// RMSNorm and SwiGLU are folded into the products' A reads while the
+	// rows fit the skinny kernel, so a layer is 6 launches: qkv, RoPE,
+	// attention, o, gate/up, down.
 	for (int l = 0; l < c.layers; l++) {
 		const DevLayer &L = m->layers[l];
 		float *kc = s->kc + l * kvl, *vc = s->vc + l * kvl;
-		if (skinny(s, 2, AOp{s->h, Hd, 1}, L.in_norm, c.rms_eps, L.wqkv, T, m->qkvw, Hd, epi_out(s->qkv, nullptr)))
-			return -1;
-		LAUNCH(k_rope_kv2, dim3(((nh + nkv) * hd / 2 + 255) / 256, T), 256, 0, s->qkv, kc, vc, m->inv_freq,
-		       s->d_pos, nh, nkv, hd, s->cap);
-		LAUNCH(k_attn2, dim3(nh, T), 128, sizeof(float) * (hd + c.window), s->qkv, kc, vc, s->att, s->d_pos, nh,
-		       nkv, hd, c.window, s->cap, (float)(1.0 / sqrt((double)hd)));
+		if (norm_linear(s, s->h, L.in_norm, c.rms_eps, L.wqkv, BT, m->qkvw, Hd, epi_out(s->qkv, nullptr))) return -1;
+		LAUNCH(k_rope_kv2, dim3(((nh + nkv) * hd / 2 + 255) / 256, BT), 256, 0, s->qkv, kc, vc, m->inv_freq, tr, nh,
+		       nkv, hd, s->cap);
+		LAUNCH(k_attn2, dim3(nh, BT), 128, sizeof(float) * (hd + c.window), s->qkv, kc, vc, s->att, tr, nh, nkv, hd,
+		       c.window, s->cap, (float)(1.0 / sqrt((double)hd)));
 		Epi e = epi_out(s->h, nullptr);
 		e.scale = L.attn_scale;
 		e.res = s->h;
-		if (skinny(s, 1, AOp{s->att, nh * hd, 1}, nullptr, 0, L.wo, T, Hd, nh * hd, e)) return -1;
-		if (skinny(s, 2, AOp{s->h, Hd, 1}, L.post_norm, c.rms_eps, L.wgu, T, 2 * I, Hd, epi_out(s->gu, nullptr)))
-			return -1;
+		if (gemm(s, AOp{s->att, nh * hd, 1, dense()}, L.wo, BT, Hd, nh * hd, e)) return -1;
+		if (norm_linear(s, s->h, L.post_norm, c.rms_eps, L.wgu, BT, 2 * I, Hd, epi_out(s->gu, nullptr))) return -1;
 		e.scale = L.mlp_scale;
-		if (skinny(s, 3, AOp{s->gu, I, 1}, nullptr, 0, L.wdown, T, Hd, I, e)) return -1;
+		if (swiglu_linear(s, s->gu, L.wdown, BT, Hd, I, e)) return -1;
 	}
 	// Upsampler: transposed conv, then ConvNeXt; the output of each stage is
-	// written straight into the next op's ext buffer.
+	// written straight into the next op's ext buffer. R counts a member's
+	// rows.
 	const int Lt = c.latent;
 	int R = T;
-	float *dst = m->ups.empty() ? s->voc0.at_new() : s->upin[0].at_new();
-	if (skinny(s, 2, AOp{s->h, Hd, 1}, m->final_norm, c.rms_eps, m->out_proj.w, T, Lt, Hd,
-	           epi_out(dst, m->out_proj.b)))
+	const Ext &first = m->ups.empty() ? s->voc0 : s->upin[0];
+	if (norm_linear(s, s->h, m->final_norm, c.rms_eps, m->out_proj.w, BT, Lt, Hd, epi_ext(p, first, T, m->out_proj.b)))
 		return -1;
 	for (size_t i = 0; i < m->ups.size(); i++) {
 		const DevUp &U = m->ups[i];
-		if (conv(s, s->upin[i], U.up, R, epi_out(s->dw[i].at_new(), U.up.b))) return -1;
+		// Each product row is U.stride rows of dw[i]: the Rows of its
+		// output count in rows that wide.
+		if (conv(s, p, s->upin[i], U.up, R, epi_ext(p, s->dw[i], R, U.up.b))) return -1;
 		R *= U.stride;
-		LAUNCH(k_dwconv_ln, R, 256, sizeof(float) * Lt, s->dw[i].p, U.dw, U.dw_b, U.ln_w, U.ln_b, s->ln, Lt, 7);
+		LAUNCH(k_dwconv_ln, B * R, 256, sizeof(float) * Lt, s->dw[i].p, ext_rows(p, s->dw[i], R), U.dw, U.dw_b,
+		       U.ln_w, U.ln_b, s->ln, Lt, 7);
 		Epi g = epi_out(s->pw, U.pw1.b);
 		g.gelu = 1;
-		if (linear(s, s->ln, U.pw1, R, g)) return -1;
-		Epi e = epi_out(i + 1 < m->ups.size() ? s->upin[i + 1].at_new() : s->voc0.at_new(), U.pw2.b);
+		if (linear(s, s->ln, U.pw1, B * R, g)) return -1;
+		const Ext &next = i + 1 < m->ups.size() ? s->upin[i + 1] : s->voc0;
+		Epi e = epi_ext(p, next, R, U.pw2.b);
 		e.scale = U.gamma;
-		e.res = s->dw[i].at_new();
-		if (linear(s, s->pw, U.pw2, R, e)) return -1;
+		e.res = s->dw[i].p;
+		e.rres = ext_new(p, s->dw[i], R);
+		if (linear(s, s->pw, U.pw2, B * R, e)) return -1;
 	}
 
 	// Vocoder. Every SnakeBeta is applied once, in the epilogue of the op that
 	// produces its input, and the activated rows are what the ext buffers keep.
-	Epi e = with_snake(epi0(), s->tc[0].at_new(), m->blocks[0].act, m->voc0.out);
+	Epi e = with_snake(epi0(), p, s->tc[0], R, m->blocks[0].act, m->voc0.out);
 	e.bias = m->voc0.b;
-	if (conv(s, s->voc0, m->voc0, R, e)) return -1;
+	if (conv(s, p, s->voc0, m->voc0, R, e)) return -1;
 	for (size_t b = 0; b < m->blocks.size(); b++) {
-		const DevBlock &B = m->blocks[b];
-		const int C = B.out;
-		e = with_snake(epi_out(s->xr, B.up.b), s->unit[b][0].at_new(), B.units[0].act1, C);
-		if (conv(s, s->tc[b], B.up, R, e)) return -1;
-		R *= B.stride;
+		const DevBlock &Bk = m->blocks[b];
+		const int C = Bk.out;
+		// The transposed conv's product rows are Bk.stride rows of xr and of
+		// unit 0's ext each: R product rows a member.
+		e = with_snake(epi_out(s->xr, Bk.up.b), p, s->unit[b][0], R, Bk.units[0].act1, C);
+		if (conv(s, p, s->tc[b], Bk.up, R, e)) return -1;
+		R *= Bk.stride;
 		for (int u = 0; u < 3; u++) {
-			const DevUnit &U = B.units[u];
-			e = with_snake(epi0(), s->a2, U.act2, C);
+			const DevUnit &U = Bk.units[u];
+			e = epi0();
+			e.out2 = s->a2;
+			e.snA = U.act2.a;
+			e.snIB = U.act2.ib;
+			e.snC = C;
 			e.bias = U.conv1.b;
-			if (conv(s, s->unit[b][u], U.conv1, R, e)) return -1;
+			if (conv(s, p, s->unit[b][u], U.conv1, R, e)) return -1;
 			e = epi0();
 			e.bias = U.conv2.b;
 			e.res = s->xr;
 			if (u < 2) {
 				e.out1 = s->xr;
-				e = with_snake(e, s->unit[b][u + 1].at_new(), B.units[u + 1].act1, C);
+				e = with_snake(e, p, s->unit[b][u + 1], R, Bk.units[u + 1].act1, C);
 			} else if (b + 1 < m->blocks.size()) {
-				e = with_snake(e, s->tc[b + 1].at_new(), m->blocks[b + 1].act, C);
+				e = with_snake(e, p, s->tc[b + 1], R, m->blocks[b + 1].act, C);
 			} else {
-				e = with_snake(e, s->fin.at_new(), m->final_act, C);
+				e = with_snake(e, p, s->fin, R, m->final_act, C);
 			}
-			if (linear(s, s->a2, U.conv2, R, e)) return -1;
+			if (linear(s, s->a2, U.conv2, B * R, e)) return -1;
 		}
 	}
 	const DevConv &F = m->final_conv;
-	LAUNCH(k_final_conv, (R + 7) / 8, 256, 0, s->fin.p, F.w, F.b, F.in, F.k, F.dil, R, s->d_out);
+	LAUNCH(k_final_conv, (B * R + 7) / 8, 256, 0, s->fin.p, ext_rows(p, s->fin, R), F.w, F.b, F.in, F.k, F.dil, B * R,
+	       s->d_out);
 
-	// Histories for the next push, and the RoPE position.
+	// Histories for the next push, and the RoPE positions.
 	ShiftArgs sa;
 	memset(&sa, 0, sizeof sa);
 	int n = 0, maxC = 1;
@@ -513,7 +604,7 @@ int forward(tbc_stream *s, int T) {
 			overflow = true;
 			return;
 		}
-		sa.d[n++] = ShiftDesc{x.p, x.C, x.H, rows};
+		sa.d[n++] = ShiftDesc{x.p, x.C, x.H, rows, (size_t)x.slotRows() * x.C};
 		maxC = std::max(maxC, x.C);
 	};
 	add(s->pre, T);
@@ -534,11 +625,12 @@ int forward(tbc_stream *s, int T) {
 		set_err("codec: more than %d causal histories", SHIFT_MAX);
 		return -1;
 	}
+	sa.slot = p.slot;
 	sa.pos = s->d_pos;
 	sa.T = T;
-	if (n == 0) sa.d[n++] = ShiftDesc{s->fin.p, 1, 0, 1}; // the launch still advances the position
-	LAUNCH(k_shift, dim3((maxC + 31) / 32, n), dim3(32, 8), 0, sa);
-	if (!s->dry) CK(cudaMemcpyAsync(s->h_out, s->d_out, sizeof(float) * R, cudaMemcpyDeviceToHost, s->st));
+	if (n == 0) sa.d[n++] = ShiftDesc{s->fin.p, 1, 0, 1, 0}; // the launch still advances the positions
+	LAUNCH(k_shift, dim3((maxC + 31) / 32, n, B), dim3(32, 8), 0, sa);
+	if (!s->dry) CK(cudaMemcpyAsync(s->h_out, s->d_out, sizeof(float) * B * R, cudaMemcpyDeviceToHost, s->st));
 	return 0;
 }
 
@@ -550,14 +642,18 @@ int preload() {
 	CK(cudaFuncGetAttributes(&fa, k_gemm<32, 32, false>));
 	CK(cudaFuncGetAttributes(&fa, k_gemm<64, 32, true>));
 	CK(cudaFuncGetAttributes(&fa, k_gemm<64, 32, false>));
-	CK(cudaFuncGetAttributes(&fa, k_skinny2<0, true>));
-	CK(cudaFuncGetAttributes(&fa, k_skinny2<0, false>));
-	CK(cudaFuncGetAttributes(&fa, k_skinny2<1, true>));
-	CK(cudaFuncGetAttributes(&fa, k_skinny2<1, false>));
-	CK(cudaFuncGetAttributes(&fa, k_skinny2<2, true>));
-	CK(cudaFuncGetAttributes(&fa, k_skinny2<2, false>));
-	CK(cudaFuncGetAttributes(&fa, k_skinny2<3, true>));
-	CK(cudaFuncGetAttributes(&fa, k_skinny2<3, false>));
+	CK(cudaFuncGetAttributes(&fa, k_skinny2<0, true, false>));
+	CK(cudaFuncGetAttributes(&fa, k_skinny2<0, true, true>));
+	CK(cudaFuncGetAttributes(&fa, k_skinny2<0, false, false>));
+	CK(cudaFuncGetAttributes(&fa, k_skinny2<0, false, true>));
+	CK(cudaFuncGetAttributes(&fa, k_skinny2<1, true, false>));
+	CK(cudaFuncGetAttributes(&fa, k_skinny2<1, true, true>));
+	CK(cudaFuncGetAttributes(&fa, k_skinny2<1, false, false>));
+	CK(cudaFuncGetAttributes(&fa, k_skinny2<1, false, true>));
+	CK(cudaFuncGetAttributes(&fa, k_skinny2<2, true, false>));
+	CK(cudaFuncGetAttributes(&fa, k_skinny2<2, false, false>));
+	CK(cudaFuncGetAttributes(&fa, k_skinny2<3, true, false>));
+	CK(cudaFuncGetAttributes(&fa, k_skinny2<3, false, false>));
 	CK(cudaFuncGetAttributes(&fa, k_rope_kv2));
 	CK(cudaFuncGetAttributes(&fa, k_attn2));
 	CK(cudaFuncGetAttributes(&fa, k_splitk_epi));
@@ -565,133 +661,205 @@ int preload() {
 	CK(cudaFuncGetAttributes(&fa, k_dwconv_ln));
 	CK(cudaFuncGetAttributes(&fa, k_final_conv));
 	CK(cudaFuncGetAttributes(&fa, k_shift));
+	CK(cudaFuncGetAttributes(&fa, k_rmsnorm_rows));
+	CK(cudaFuncGetAttributes(&fa, k_swiglu_rows));
 	return 0;
 }
 
-int alloc_ext(tbc_stream *s, Ext &x, int C, int H, int rows) {
-	x.C = C, x.H = H;
-	size_t n = (size_t)(H + rows) * C;
-	if (dev_alloc(s->allocs, &x.p, n)) return -1;
-	s->zero_on_reset.push_back({x.p, n * sizeof(float)});
+// alloc_ext gives x its slotted buffer: every slot H history rows and room
+// for kMaxT frames of R0 rows, C wide.
+int alloc_ext(tbc_pool *s, Ext &x, int C, int H, int R0) {
+	x.C = C, x.H = H, x.R0 = R0;
+	if (dev_alloc(s->allocs, &x.p, (size_t)s->nslots * x.slotRows() * C)) return -1;
+	s->exts.push_back(&x);
 	return 0;
 }
 
-int build_stream(tbc_stream *s) {
+int build_pool(tbc_pool *s) {
 	tbc_model *m = s->m;
 	const tbc_weights &c = m->cfg;
-	const int T = kMaxT;
+	for (int b : kBuckets)
+		if (b < s->slots) s->buckets.push_back(b);
+	s->buckets.push_back(s->slots);
+	s->graphs.assign(s->buckets.size(), {});
+	s->nslots = s->slots == 1 ? 1 : s->slots + 1;
+	s->frames.assign(s->slots, 0);
+	const int MB = s->slots, T = kMaxT, MBT = MB * T;
 	CK(cudaStreamCreateWithFlags(&s->st, cudaStreamNonBlocking));
 	CK(cudaEventCreate(&s->ev0));
 	CK(cudaEventCreate(&s->ev1));
-	CK(cudaHostAlloc((void **)&s->h_codes, sizeof(int32_t) * 16 * T, cudaHostAllocDefault));
-	CK(cudaHostAlloc((void **)&s->h_out, sizeof(float) * m->spf * T, cudaHostAllocDefault));
-	void *p;
-	CK(cudaMalloc(&p, sizeof(int64_t)));
-	s->allocs.push_back(p);
-	s->d_pos = (int64_t *)p;
-	s->zero_on_reset.push_back({p, sizeof(int64_t)});
-	CK(cudaMalloc(&p, sizeof(int32_t) * 16 * T));
-	s->allocs.push_back(p);
-	s->d_codes = (int32_t *)p;
-	auto A = [&](float **q, size_t n) { return dev_alloc(s->allocs, q, n); };
+	const size_t inN = (size_t)MBT * 16 + MB;
+	CK(cudaHostAlloc((void **)&s->h_in, sizeof(int32_t) * inN, cudaHostAllocDefault));
+	CK(cudaHostAlloc((void **)&s->h_out, sizeof(float) * m->spf * MBT, cudaHostAllocDefault));
+	void *q;
+	CK(cudaMalloc(&q, sizeof(int64_t) * s->nslots));
+	s->allocs.push_back(q);
+	s->d_pos = (int64_t *)q;
+	CK(cudaMalloc(&q, sizeof(int32_t) * inN));
+	s->allocs.push_back(q);
+	s->d_in = (int32_t *)q;
+	auto A = [&](float **p, size_t n) { return dev_alloc(s->allocs, p, n); };
 	const int Lt = c.latent, Hd = c.hidden, I = c.intermediate;
 	s->cap = c.window - 1 + T;
-	const size_t kv = (size_t)c.layers * s->cap * c.kv_heads * c.head_dim;
-	if (A(&s->d_out, (size_t)m->spf * T) || A(&s->z, (size_t)T * 2 * c.cb_dim) || A(&s->x0, (size_t)T * Lt) ||
-	    A(&s->h, (size_t)T * Hd) || A(&s->qkv, (size_t)T * m->qkvw) ||
-	    A(&s->att, (size_t)T * c.heads * c.head_dim) || A(&s->gu, (size_t)T * 2 * I) ||
-	    A(&s->kc, kv) || A(&s->vc, kv))
+	s->kvSlot = (size_t)c.layers * s->cap * c.kv_heads * c.head_dim;
+	const size_t kv = s->kvSlot * s->nslots;
+	if (A(&s->d_out, (size_t)m->spf * MBT) || A(&s->z, (size_t)MBT * 2 * c.cb_dim) || A(&s->x0, (size_t)MBT * Lt) ||
+	    A(&s->h, (size_t)MBT * Hd) || A(&s->qkv, (size_t)MBT * m->qkvw) ||
+	    A(&s->att, (size_t)MBT * c.heads * c.head_dim) || A(&s->gu, (size_t)MBT * 2 * I) ||
+	    A(&s->tn, (size_t)MBT * std::max(Hd, I)) || A(&s->kc, kv) || A(&s->vc, kv))
 		return -1;
-	s->zero_on_reset.push_back({s->kc, kv * sizeof(float)});
-	s->zero_on_reset.push_back({s->vc, kv * sizeof(float)});
-	if (alloc_ext(s, s->pre, c.codebook_dim, (m->pre_conv.k - 1) * m->pre_conv.dil, T)) return -1;
-	int R = T;
+	if (alloc_ext(s, s->pre, c.codebook_dim, (m->pre_conv.k - 1) * m->pre_conv.dil, 1)) return -1;
+	int R0 = 1; // rows a frame
 	size_t lnMax = 1, pwMax = 1;
 	s->upin.resize(m->ups.size());
 	s->dw.resize(m->ups.size());
 	for (size_t i = 0; i < m->ups.size(); i++) {
-		if (alloc_ext(s, s->upin[i], Lt, m->ups[i].up.k - 1, R)) return -1;
-		R *= m->ups[i].stride;
-		if (alloc_ext(s, s->dw[i], Lt, 6, R)) return -1;
-		lnMax = std::max(lnMax, (size_t)R * Lt);
-		pwMax = std::max(pwMax, (size_t)R * m->ups[i].pw1.out);
+		if (alloc_ext(s, s->upin[i], Lt, m->ups[i].up.k - 1, R0)) return -1;
+		R0 *= m->ups[i].stride;
+		if (alloc_ext(s, s->dw[i], Lt, 6, R0)) return -1;
+		lnMax = std::max(lnMax, (size_t)MBT * R0 * Lt);
+		pwMax = std::max(pwMax, (size_t)MBT * R0 * m->ups[i].pw1.out);
 	}
 	if (A(&s->ln, lnMax) || A(&s->pw, pwMax)) return -1;
-	if (alloc_ext(s, s->voc0, Lt, (m->voc0.k - 1) * m->voc0.dil, R)) return -1;
+	if (alloc_ext(s, s->voc0, Lt, (m->voc0.k - 1) * m->voc0.dil, R0)) return -1;
 	s->tc.resize(m->blocks.size());
 	s->unit.resize(m->blocks.size());
 	size_t xrMax = 1;
 	int ch = m->voc0.out;
 	for (size_t b = 0; b < m->blocks.size(); b++) {
-		const DevBlock &B = m->blocks[b];
-		if (alloc_ext(s, s->tc[b], ch, B.up.k - 1, R)) return -1;
-		R *= B.stride;
+		const DevBlock &Bk = m->blocks[b];
+		if (alloc_ext(s, s->tc[b], ch, Bk.up.k - 1, R0)) return -1;
+		R0 *= Bk.stride;
 		for (int u = 0; u < 3; u++)
-			if (alloc_ext(s, s->unit[b][u], B.out, (B.units[u].conv1.k - 1) * B.units[u].conv1.dil, R)) return -1;
-		xrMax = std::max(xrMax, (size_t)R * B.out);
-		ch = B.out;
+			if (alloc_ext(s, s->unit[b][u], Bk.out, (Bk.units[u].conv1.k - 1) * Bk.units[u].conv1.dil, R0)) return -1;
+		xrMax = std::max(xrMax, (size_t)MBT * R0 * Bk.out);
+		ch = Bk.out;
 	}
 	if (A(&s->xr, xrMax) || A(&s->a2, xrMax)) return -1;
-	if (alloc_ext(s, s->fin, ch, (m->final_conv.k - 1) * m->final_conv.dil, R)) return -1;
-	// Size the split-K workspace for every push size.
+	if (alloc_ext(s, s->fin, ch, (m->final_conv.k - 1) * m->final_conv.dil, R0)) return -1;
+	// Size the split-K workspace for every bucket and push size.
 	s->dry = true;
-	for (int t = 1; t <= kMaxT; t++)
-		if (forward(s, t)) return -1;
+	for (int b : s->buckets)
+		for (int t = 1; t <= kMaxT; t++)
+			if (forward(s, b, t)) return -1;
 	s->dry = false;
 	s->ws_floats = s->ws_need;
 	if (s->ws_floats && A(&s->ws, s->ws_floats)) return -1;
 	if (preload()) return -1;
 	s->use_graph = m->cuda_graphs;
-	return 0;
-}
-
-int reset_stream(tbc_stream *s) {
-	for (auto &z : s->zero_on_reset) CK(cudaMemsetAsync(z.first, 0, z.second, s->st));
+	// Every slot, the scratch too, starts at frame 0 with zero history.
+	for (Ext *x : s->exts) CK(cudaMemsetAsync(x->p, 0, sizeof(float) * s->nslots * x->slotRows() * x->C, s->st));
+	CK(cudaMemsetAsync(s->kc, 0, sizeof(float) * kv, s->st));
+	CK(cudaMemsetAsync(s->vc, 0, sizeof(float) * kv, s->st));
+	CK(cudaMemsetAsync(s->d_pos, 0, sizeof(int64_t) * s->nslots, s->st));
 	CK(cudaStreamSynchronize(s->st));
-	s->frames = 0;
 	return 0;
 }
 
-// run_push enqueues one sub-push of T frames (codes already in h_codes),
-// through the graph captured for T (captured on first use).
-int run_push(tbc_stream *s, int T) {
-	if (!s->use_graph) return forward(s, T);
-	if (!s->graphs[T]) {
-		CK(cudaStreamBeginCapture(s->st, cudaStreamCaptureModeThreadLocal));
-		int rc = forward(s, T);
-		cudaGraph_t g = nullptr;
-		cudaError_t ec = cudaStreamEndCapture(s->st, &g);
-		if (rc) {
-			if (g) cudaGraphDestroy(g);
+// reset_slot returns one slot to frame 0 with zero history.
+int reset_slot(tbc_pool *s, int slot) {
+	for (Ext *x : s->exts) {
+		const size_t n = (size_t)x->slotRows() * x->C;
+		CK(cudaMemsetAsync(x->p + slot * n, 0, sizeof(float) * n, s->st));
+	}
+	CK(cudaMemsetAsync(s->kc + slot * s->kvSlot, 0, sizeof(float) * s->kvSlot, s->st));
+	CK(cudaMemsetAsync(s->vc + slot * s->kvSlot, 0, sizeof(float) * s->kvSlot, s->st));
+	CK(cudaMemsetAsync(s->d_pos + slot, 0, sizeof(int64_t), s->st));
+	CK(cudaStreamSynchronize(s->st));
+	s->frames[slot] = 0;
+	return 0;
+}
+
+// bucket is the index of the smallest bucket that holds n members.
+int bucket(const tbc_pool *s, int n) {
+	int i = 0;
+	while (s->buckets[i] < n) i++;
+	return i;
+}
+
+// capture records a push of bucket bi and T frames as its graph (recorded,
+// not run).
+int capture(tbc_pool *s, int bi, int T) {
+	CK(cudaStreamBeginCapture(s->st, cudaStreamCaptureModeThreadLocal));
+	int rc = forward(s, s->buckets[bi], T);
+	cudaGraph_t graph = nullptr;
+	cudaError_t ec = cudaStreamEndCapture(s->st, &graph);
+	if (rc) {
+		if (graph) cudaGraphDestroy(graph);
+		return -1;
+	}
+	CK(ec);
+	cudaError_t ei = cudaGraphInstantiateWithFlags(&s->graphs[bi][T], graph, 0);
+	cudaGraphDestroy(graph);
+	CK(ei);
+	return 0;
+}
+
+// run_push enqueues one sub-push of T frames for the members staged in
+// h_in (padded to bucket bi), through the graph captured for (bi, T).
+int run_push(tbc_pool *s, int bi, int T) {
+	if (!s->use_graph) return forward(s, s->buckets[bi], T);
+	if (!s->graphs[bi][T] && capture(s, bi, T)) return -1;
+	CK(cudaGraphLaunch(s->graphs[bi][T], s->st));
+	return 0;
+}
+
+// stage copies frames t0..t0+T-1 of each member's codes ([n][frames][16])
+// and the slots into h_in, padding to the bucket with code 0 in the
+// scratch slot, and returns the bucket's index.
+int stage(tbc_pool *s, const int32_t *slots, int n, const int32_t *codes, int frames, int t0, int T) {
+	const int bi = bucket(s, n), B = s->buckets[bi];
+	int32_t *sl = s->h_in + slots_at(B, T);
+	for (int b = 0; b < B; b++) {
+		int32_t *dst = s->h_in + (size_t)b * T * 16;
+		if (b < n) {
+			memcpy(dst, codes + ((size_t)b * frames + t0) * 16, sizeof(int32_t) * 16 * T);
+			sl[b] = slots[b];
+		} else {
+			memset(dst, 0, sizeof(int32_t) * 16 * T);
+			sl[b] = s->nslots - 1; // the scratch slot (only a pool of more than one slot pads)
+		}
+	}
+	return bi;
+}
+
+int check_push(const tbc_pool *s, const int32_t *slots, int n, const int32_t *codes, int frames) {
+	if (n < 1 || n > s->slots || frames < 0 || !slots || (frames > 0 && !codes)) {
+		set_err("codec pool: push of %d streams x %d frames (pool of %d)", n, frames, s->slots);
+		return -1;
+	}
+	uint64_t seen[kMaxSlots / 64] = {};
+	for (int b = 0; b < n; b++) {
+		const int sl = slots[b];
+		if (sl < 0 || sl >= s->slots) {
+			set_err("codec pool: slot %d outside 0..%d", sl, s->slots - 1);
 			return -1;
 		}
-		CK(ec);
-		cudaError_t ei = cudaGraphInstantiateWithFlags(&s->graphs[T], g, 0);
-		cudaGraphDestroy(g);
-		CK(ei);
+		if (seen[sl >> 6] >> (sl & 63) & 1) {
+			set_err("codec pool: slot %d twice in one push", sl);
+			return -1;
+		}
+		seen[sl >> 6] |= 1ull << (sl & 63);
 	}
-	CK(cudaGraphLaunch(s->graphs[T], s->st));
-	return 0;
-}
-
-int check_codes(const tbc_stream *s, const int32_t *codes, int n) {
 	const int rows = s->m->cfg.codebook_size;
-	for (int i = 0; i < n * 16; i++) {
+	for (size_t i = 0; i < (size_t)n * frames * 16; i++) {
 		if (codes[i] < 0 || codes[i] >= rows) {
-			set_err("codec: frame %d group %d: code %d outside 0..%d", i / 16, i % 16, codes[i], rows - 1);
+			set_err("codec: stream %zu frame %zu group %zu: code %d outside 0..%d", i / (16 * (size_t)frames),
+			        i / 16 % frames, i % 16, codes[i], rows - 1);
 			return -1;
 		}
 	}
 	return 0;
 }
 
-void free_stream(tbc_stream *s) {
+void free_pool(tbc_pool *s) {
 	if (!s) return;
 	if (s->st) cudaStreamSynchronize(s->st);
-	for (auto &g : s->graphs)
-		if (g) cudaGraphExecDestroy(g);
+	for (auto &row : s->graphs)
+		for (auto &g : row)
+			if (g) cudaGraphExecDestroy(g);
 	for (void *p : s->allocs) cudaFree(p);
-	if (s->h_codes) cudaFreeHost(s->h_codes);
+	if (s->h_in) cudaFreeHost(s->h_in);
 	if (s->h_out) cudaFreeHost(s->h_out);
 	if (s->ev0) cudaEventDestroy(s->ev0);
 	if (s->ev1) cudaEventDestroy(s->ev1);
@@ -760,74 +928,99 @@ void tbc_destroy(tbc_model *m) {
 
 int tbc_samples_per_frame(const tbc_model *m) { return m ? m->spf : 0; }
 
-tbc_stream *tbc_stream_create(tbc_model *m) {
-	if (!m) {
-		set_err("tbc_stream_create: no model");
+int tbc_max_pool_slots(void) { return kMaxSlots; }
+
+tbc_pool *tbc_pool_create(tbc_model *m, int slots) {
+	if (!m || slots < 1 || slots > kMaxSlots) {
+		set_err("tbc_pool_create: %s (slots %d, 1..%d)", m ? "bad slot count" : "no model", slots, kMaxSlots);
 		return nullptr;
 	}
 	if (cudaSetDevice(m->device) != cudaSuccess) {
-		set_err("tbc_stream_create: device %d unavailable", m->device);
+		set_err("tbc_pool_create: device %d unavailable", m->device);
 		return nullptr;
 	}
-	tbc_stream *s = new tbc_stream();
+	tbc_pool *s = new tbc_pool();
 	s->m = m;
-	if (build_stream(s) || reset_stream(s)) {
-		free_stream(s);
+	s->slots = slots;
+	if (build_pool(s)) {
+		free_pool(s);
 		return nullptr;
 	}
 	return s;
 }
 
-void tbc_stream_destroy(tbc_stream *s) {
+void tbc_pool_destroy(tbc_pool *s) {
 	if (s) cudaSetDevice(s->m->device);
-	free_stream(s);
+	free_pool(s);
 }
 
-int tbc_reset(tbc_stream *s) {
-	if (!s) {
-		set_err("tbc_reset: no stream");
+int tbc_pool_slots(const tbc_pool *s) { return s ? s->slots : 0; }
+
+int tbc_pool_reset(tbc_pool *s, int slot) {
+	if (!s || slot < 0 || slot >= s->slots) {
+		set_err("tbc_pool_reset: %s %d", s ? "slot outside the pool:" : "no pool; slot", slot);
 		return -1;
 	}
 	CK(cudaSetDevice(s->m->device));
-	return reset_stream(s);
+	return reset_slot(s, slot);
 }
 
-int64_t tbc_frames(const tbc_stream *s) { return s ? s->frames : 0; }
+int64_t tbc_pool_frames(const tbc_pool *s, int slot) {
+	return s && slot >= 0 && slot < s->slots ? s->frames[slot] : 0;
+}
 
-int tbc_push(tbc_stream *s, const int32_t *codes, int n, float *out) {
-	if (!s || n < 0 || (n > 0 && (!codes || !out))) {
-		set_err("tbc_push: bad arguments");
+int tbc_pool_push(tbc_pool *s, const int32_t *slots, int n, const int32_t *codes, int frames, float *out) {
+	if (!s || (frames > 0 && !out)) {
+		set_err("tbc_pool_push: bad arguments");
 		return -1;
 	}
-	if (check_codes(s, codes, n)) return -1;
+	if (check_push(s, slots, n, codes, frames)) return -1;
 	CK(cudaSetDevice(s->m->device));
 	const int spf = s->m->spf;
-	for (int i = 0; i < n; i += kMaxT) {
-		const int T = std::min(kMaxT, n - i);
-		memcpy(s->h_codes, codes + (size_t)i * 16, sizeof(int32_t) * 16 * T);
-		if (run_push(s, T)) return -1;
+	for (int t0 = 0; t0 < frames; t0 += kMaxT) {
+		const int T = std::min(kMaxT, frames - t0);
+		const int bi = stage(s, slots, n, codes, frames, t0, T);
+		if (run_push(s, bi, T)) return -1;
 		CK(cudaStreamSynchronize(s->st));
-		memcpy(out + (size_t)i * spf, s->h_out, sizeof(float) * spf * T);
-		s->frames += T;
+		for (int b = 0; b < n; b++)
+			memcpy(out + ((size_t)b * frames + t0) * spf, s->h_out + (size_t)b * T * spf, sizeof(float) * spf * T);
 	}
+	for (int b = 0; b < n; b++) s->frames[slots[b]] += frames;
 	return 0;
 }
 
-int tbc_bench(tbc_stream *s, const int32_t *codes, int n, int iters, float *ms) {
-	if (!s || n < 1 || n > kMaxT || iters < 1 || !codes || !ms) {
-		set_err("tbc_bench: bad arguments (frames per push 1..%d)", kMaxT);
+int tbc_pool_warm(tbc_pool *s, int frames) {
+	if (!s || frames < 1 || frames > kMaxT) {
+		set_err("tbc_pool_warm: frames %d outside 1..%d", frames, kMaxT);
 		return -1;
 	}
-	if (check_codes(s, codes, n * iters)) return -1;
+	if (!s->use_graph) return 0;
 	CK(cudaSetDevice(s->m->device));
+	for (size_t bi = 0; bi < s->buckets.size(); bi++)
+		if (!s->graphs[bi][frames] && capture(s, (int)bi, frames)) return -1;
+	return 0;
+}
+
+int tbc_pool_bench(tbc_pool *s, int n, const int32_t *codes, int frames, int iters, float *ms) {
+	if (!s || n < 1 || n > s->slots || frames < 1 || frames > kMaxT || iters < 1 || !codes || !ms) {
+		set_err("tbc_pool_bench: bad arguments (streams 1..%d, frames per push 1..%d)", s ? s->slots : 0, kMaxT);
+		return -1;
+	}
+	std::vector<int32_t> slots(n);
+	for (int b = 0; b < n; b++) slots[b] = b;
+	if (check_push(s, slots.data(), n, codes, frames * iters)) return -1;
+	CK(cudaSetDevice(s->m->device));
+	std::vector<int32_t> push((size_t)n * frames * 16);
 	for (int it = 0; it < iters; it++) {
-		memcpy(s->h_codes, codes + (size_t)it * n * 16, sizeof(int32_t) * 16 * n);
+		// codes is [iters][n][frames][16]: push it's block as [n][frames][16].
+		memcpy(push.data(), codes + (size_t)it * n * frames * 16, sizeof(int32_t) * push.size());
+		const int bi = stage(s, slots.data(), n, push.data(), frames, 0, frames);
 		CK(cudaEventRecord(s->ev0, s->st));
-		if (run_push(s, n)) return -1;
+		if (run_push(s, bi, frames)) return -1;
 		CK(cudaEventRecord(s->ev1, s->st));
 		CK(cudaEventSynchronize(s->ev1));
 		CK(cudaEventElapsedTime(&ms[it], s->ev0, s->ev1));
-		s->frames += n;
+		for (int b = 0; b < n; b++) s->frames[b] += frames;
 	}
 	return 0;
 }

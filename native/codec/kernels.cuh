@@ -1,30 +1,57 @@
 // Kernels of the streaming codec decoder. Every tensor is time-major
 // ([rows][channels], channels contiguous). A causal conv reads an "ext"
 // buffer: H history rows, then the new rows, so im2col needs no copy.
+//
+// One launch decodes a push for several streams at once. The rows of a
+// product are the members' rows one member after another (member b owns
+// logical rows b·R .. b·R+R-1); scratch buffers are dense in that order,
+// while each stream's state (its ext buffers) sits in its own slot of a
+// per-pool array, which Rows maps to.
 #pragma once
 #include <cuda_runtime.h>
 #include <stdint.h>
 
 namespace tbc {
 
+// Rows maps logical row m (member b = m / R, its row r = m % R) of rows w
+// floats wide to its float offset slot[b]·stride + off + r·w in a slotted
+// buffer (stride and off in floats, so a transposed conv may write rows
+// `stride` times wider than its target's). With slot null the rows are
+// dense from off: off + m·w (a scratch buffer, or the one slot of a pool of
+// one).
+struct Rows {
+	const int *slot;
+	int R;
+	size_t stride, off;
+};
+
+__device__ __forceinline__ size_t phys(const Rows &r, int m, size_t w) {
+	if (!r.slot) return r.off + (size_t)m * w;
+	const int b = m < r.R ? 0 : m / r.R;
+	return (size_t)__ldg(r.slot + b) * r.stride + r.off + (size_t)(m - b * r.R) * w;
+}
+
 // AOp describes the left operand of a product as an implicit im2col of a
-// causal conv input: A(m, kk) = x[(m + (kk / cin) * dil) * cin + kk % cin].
-// A Linear is the case K = cin (one tap).
+// causal conv input: A(m, kk) = x[phys(rows, m, cin) + ((kk / cin) * dil) * cin
+// + kk % cin]. A Linear is the case K = cin (one tap).
 struct AOp {
 	const float *x;
 	int cin, dil;
+	Rows rows;
 };
 
 // Epi is what happens to each product element acc at (m, n), in order:
 // v = acc + bias[n]; v *= scale[n]; v += res[m][n]; v = gelu(v); clamp;
-// out1[m][n] = v; out2[m][n] = snake(v) with channel n % snC. Every
-// pointer may be null. res may alias out1 (each element is read and written
-// by the same thread).
+// out1[m][n] = v; out2[m][n] = snake(v) with channel n % snC, each of
+// res, out1 and out2 at the physical row its Rows gives. Every pointer may
+// be null. res may alias out1 (each element is read and written by the same
+// thread).
 struct Epi {
 	const float *bias, *scale, *res;
 	float *out1, *out2;
 	const float *snA, *snIB;
 	int snC, gelu, clamp;
+	Rows rres, rout1, rout2;
 };
 
 // snake is SnakeBeta with precomputed a = exp(alpha), ib = 1/(exp(beta)+1e-9).
@@ -40,17 +67,16 @@ __device__ __forceinline__ void epi_store(const Epi &e, int N, int m, int n, flo
 	float v = acc;
 	if (e.bias) v += e.bias[n];
 	if (e.scale) v *= e.scale[n];
-	size_t i = (size_t)m * N + n;
-	if (e.res) v += e.res[i];
+	if (e.res) v += e.res[phys(e.rres, m, N) + n];
 	if (e.gelu) {
 		double d = v;
 		v = (float)(0.5 * d * (1.0 + erf(d / 1.4142135623730951)));
 	}
 	if (e.clamp) v = fminf(fmaxf(v, -1.f), 1.f);
-	if (e.out1) e.out1[i] = v;
+	if (e.out1) e.out1[phys(e.rout1, m, N) + n] = v;
 	if (e.out2) {
 		int c = n % e.snC;
-		e.out2[i] = snake(v, e.snA[c], e.snIB[c]);
+		e.out2[phys(e.rout2, m, N) + n] = snake(v, e.snA[c], e.snIB[c]);
 	}
 }
 
@@ -87,39 +113,52 @@ constexpr int SK_MAXM = 8;
 // Skinny product: KS warps of a block share one output column,
 // each streaming a K/KS slice of its weight row four 16-byte loads at a time,
 // and the slices meet in shared memory, so even N = 512 puts thousands of
-// warps' loads in flight. MODE says how A is read:
+// warps' loads in flight. xr is the start of row m of A. MODE says how A is
+// read:
 //   0 im2col of a causal conv input, 1 plain rows (K = cin),
 //   2 plain rows through RMSNorm (weight nw, eps; the per-row scale is
 //     computed by the block first, in double as on the CPU),
 //   3 SwiGLU of fused [gate | up] rows of width 2K: silu(g)·u.
 // V4 needs K and cin multiples of 4.
 template <int MODE>
-__device__ __forceinline__ float4 loadA4(const AOp &a, int m, int kk, int K, const float *nw, const float *rs) {
-	if (MODE == 0) return __ldg(reinterpret_cast<const float4 *>(a.x + (size_t)m * a.cin + im2col_off(a, kk)));
-	if (MODE == 1) return __ldg(reinterpret_cast<const float4 *>(a.x + (size_t)m * K + kk));
+__device__ __forceinline__ float4 loadA4(const AOp &a, const float *xr, int kk, int K, const float *nw, float r) {
+	if (MODE == 0) return __ldg(reinterpret_cast<const float4 *>(xr + im2col_off(a, kk)));
+	if (MODE == 1) return __ldg(reinterpret_cast<const float4 *>(xr + kk));
 	if (MODE == 2) {
-		float4 x = __ldg(reinterpret_cast<const float4 *>(a.x + (size_t)m * K + kk));
+		float4 x = __ldg(reinterpret_cast<const float4 *>(xr + kk));
 		float4 w = __ldg(reinterpret_cast<const float4 *>(nw + kk));
-		const float r = rs[m];
 		return make_float4(w.x * (x.x * r), w.y * (x.y * r), w.z * (x.z * r), w.w * (x.w * r));
 	}
-	float4 g = __ldg(reinterpret_cast<const float4 *>(a.x + (size_t)m * 2 * K + kk));
-	float4 u = __ldg(reinterpret_cast<const float4 *>(a.x + (size_t)m * 2 * K + K + kk));
+	float4 g = __ldg(reinterpret_cast<const float4 *>(xr + kk));
+	float4 u = __ldg(reinterpret_cast<const float4 *>(xr + K + kk));
 	return make_float4(g.x / (1.f + expf(-g.x)) * u.x, g.y / (1.f + expf(-g.y)) * u.y, g.z / (1.f + expf(-g.z)) * u.z,
 	                   g.w / (1.f + expf(-g.w)) * u.w);
 }
 
 template <int MODE>
-__device__ __forceinline__ float loadA1(const AOp &a, int m, int kk, int K, const float *nw, const float *rs) {
-	if (MODE == 0) return __ldg(a.x + (size_t)m * a.cin + im2col_off(a, kk));
-	if (MODE == 1) return __ldg(a.x + (size_t)m * K + kk);
-	if (MODE == 2) return nw[kk] * (__ldg(a.x + (size_t)m * K + kk) * rs[m]);
-	float g = __ldg(a.x + (size_t)m * 2 * K + kk), u = __ldg(a.x + (size_t)m * 2 * K + K + kk);
+__device__ __forceinline__ float loadA1(const AOp &a, const float *xr, int kk, int K, const float *nw, float r) {
+	if (MODE == 0) return __ldg(xr + im2col_off(a, kk));
+	if (MODE == 1) return __ldg(xr + kk);
+	if (MODE == 2) return nw[kk] * (__ldg(xr + kk) * r);
+	float g = __ldg(xr + kk), u = __ldg(xr + K + kk);
 	return g / (1.f + expf(-g)) * u;
 }
 
-template <int MODE, bool V4>
-__global__ void __launch_bounds__(256) k_skinny2(AOp a, const float *__restrict__ nw, double eps,
+// The width of a row of A: cin for a conv input, K for plain rows, 2K for
+// SwiGLU's [gate | up].
+template <int MODE>
+__device__ __forceinline__ size_t widthA(const AOp &a, int K) {
+	return MODE == 0 ? (size_t)a.cin : MODE == 3 ? 2 * (size_t)K : (size_t)K;
+}
+
+// SLOT: A's rows are slotted (a.rows.slot set); each row's offset is then
+// found once. Dense rows keep the plain m·width address, which costs no
+// registers (the transformer's products, always dense, are most of a push).
+// The transformer's modes (2, 3) are held to 3 blocks an SM: left alone,
+// nvcc gives them 104 registers (2 blocks) for the row maps' epilogue, and
+// these bandwidth-bound products need the warps.
+template <int MODE, bool V4, bool SLOT>
+__global__ void __launch_bounds__(256, MODE >= 2 ? 3 : 0) k_skinny2(AOp a, const float *__restrict__ nw, double eps,
                                                  const float *__restrict__ W, int M, int N, int K, int KS, Epi e) {
 	__shared__ float red[8][SK_MAXM];
 	__shared__ float rs[SK_MAXM];
@@ -130,7 +169,7 @@ __global__ void __launch_bounds__(256) k_skinny2(AOp a, const float *__restrict_
 		if (warp < M) {
 			double ss = 0;
 			for (int k = lane; k < K; k += 32) {
-				double v = a.x[(size_t)warp * K + k];
+				double v = a.x[(size_t)warp * K + k]; // modes 2 and 3 are dense
 				ss += v * v;
 			}
 #pragma unroll
@@ -139,6 +178,10 @@ __global__ void __launch_bounds__(256) k_skinny2(AOp a, const float *__restrict_
 		}
 		__syncthreads();
 	}
+	unsigned xo[SLOT ? SK_MAXM : 1]; // slotted rows' offsets (< 2^32 floats: a pool is far smaller)
+#pragma unroll
+	for (int m = 0; m < (SLOT ? SK_MAXM : 1); m++) xo[m] = SLOT && m < M ? (unsigned)phys(a.rows, m, widthA<MODE>(a, K)) : 0;
+	auto xr = [&](int m) { return a.x + (SLOT ? (size_t)xo[SLOT ? m : 0] : (size_t)m * widthA<MODE>(a, K)); };
 	const int kc = ((K + KS - 1) / KS + 3) & ~3;
 	const int k0 = ks * kc, k1 = min(K, k0 + kc);
 	float acc[SK_MAXM];
@@ -157,7 +200,7 @@ __global__ void __launch_bounds__(256) k_skinny2(AOp a, const float *__restrict_
 #pragma unroll
 					for (int m = 0; m < SK_MAXM; m++) {
 						if (m < M) {
-							float4 xv = loadA4<MODE>(a, m, kk + u * 128, K, nw, rs);
+							float4 xv = loadA4<MODE>(a, xr(m), kk + u * 128, K, nw, MODE == 2 ? rs[m] : 0.f);
 							acc[m] = fmaf(wv[u].x, xv.x, acc[m]);
 							acc[m] = fmaf(wv[u].y, xv.y, acc[m]);
 							acc[m] = fmaf(wv[u].z, xv.z, acc[m]);
@@ -171,7 +214,7 @@ __global__ void __launch_bounds__(256) k_skinny2(AOp a, const float *__restrict_
 #pragma unroll
 				for (int m = 0; m < SK_MAXM; m++) {
 					if (m < M) {
-						float4 xv = loadA4<MODE>(a, m, kk, K, nw, rs);
+						float4 xv = loadA4<MODE>(a, xr(m), kk, K, nw, MODE == 2 ? rs[m] : 0.f);
 						acc[m] = fmaf(wv.x, xv.x, acc[m]);
 						acc[m] = fmaf(wv.y, xv.y, acc[m]);
 						acc[m] = fmaf(wv.z, xv.z, acc[m]);
@@ -184,7 +227,7 @@ __global__ void __launch_bounds__(256) k_skinny2(AOp a, const float *__restrict_
 				float wv = __ldg(w + kk);
 #pragma unroll
 				for (int m = 0; m < SK_MAXM; m++)
-					if (m < M) acc[m] = fmaf(wv, loadA1<MODE>(a, m, kk, K, nw, rs), acc[m]);
+					if (m < M) acc[m] = fmaf(wv, loadA1<MODE>(a, xr(m), kk, K, nw, MODE == 2 ? rs[m] : 0.f), acc[m]);
 			}
 		}
 	}
@@ -203,17 +246,26 @@ __global__ void __launch_bounds__(256) k_skinny2(AOp a, const float *__restrict_
 	}
 }
 
+// The transformer's rows in a push: T per member, member b's stream in slot
+// slot[b], whose K/V ring starts kvSlot floats after slot 0's and whose
+// position is pos[slot[b]].
+struct TRows {
+	const int *slot;
+	int T;
+	size_t kvSlot;
+	const int64_t *pos;
+};
+
 // RoPE: one thread per rotated pair, float32 sincos (accurate to
 // a few ulp over the whole range without fast math), several blocks per row.
 __global__ void k_rope_kv2(float *__restrict__ qkv, float *__restrict__ Kc, float *__restrict__ Vc,
-                           const float *__restrict__ invf, const int64_t *__restrict__ pos0, int nh, int nkv, int hd,
-                           int cap) {
-	const int t = blockIdx.y;
-	const int64_t pos = *pos0 + t;
+                           const float *__restrict__ invf, TRows tr, int nh, int nkv, int hd, int cap) {
+	const int y = blockIdx.y, b = y / tr.T, sl = __ldg(tr.slot + b);
+	const int64_t pos = tr.pos[sl] + (y - b * tr.T);
 	const int half = hd / 2, kvw = nkv * hd;
-	float *row = qkv + (size_t)t * (nh * hd + 2 * kvw);
+	float *row = qkv + (size_t)y * (nh * hd + 2 * kvw);
 	float *k = row + nh * hd, *v = k + kvw;
-	float *kc = Kc + (size_t)(pos % cap) * kvw, *vc = Vc + (size_t)(pos % cap) * kvw;
+	float *kc = Kc + sl * tr.kvSlot + (size_t)(pos % cap) * kvw, *vc = Vc + sl * tr.kvSlot + (size_t)(pos % cap) * kvw;
 	const int i = blockIdx.x * blockDim.x + threadIdx.x;
 	if (i < (nh + nkv) * half) {
 		int h = i / half, j = i % half;
@@ -234,17 +286,18 @@ __global__ void k_rope_kv2(float *__restrict__ qkv, float *__restrict__ Kc, floa
 	for (int q = i; q < kvw; q += gridDim.x * blockDim.x) vc[q] = v[q];
 }
 
-// Attention: one block of 4 warps per (head, t); scores one key
+// Attention: one block of 4 warps per (head, row); scores one key
 // per warp at a time with the head dimension across lanes (coalesced rows),
 // then each thread owns output dims and sums keys in an unrolled loop.
-__global__ void __launch_bounds__(128) k_attn2(const float *__restrict__ qkv, const float *__restrict__ Kc,
-                                               const float *__restrict__ Vc, float *__restrict__ out,
-                                               const int64_t *__restrict__ pos0, int nh, int nkv, int hd, int win,
-                                               int cap, float scale) {
+__global__ void __launch_bounds__(128) k_attn2(const float *__restrict__ qkv, const float *__restrict__ Kc0,
+                                               const float *__restrict__ Vc0, float *__restrict__ out, TRows tr,
+                                               int nh, int nkv, int hd, int win, int cap, float scale) {
 	extern __shared__ float sm[];
 	__shared__ float red[32];
 	const int h = blockIdx.x, t = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-	const int64_t pos = *pos0 + t;
+	const int b = t / tr.T, sl = __ldg(tr.slot + b);
+	const float *Kc = Kc0 + sl * tr.kvSlot, *Vc = Vc0 + sl * tr.kvSlot;
+	const int64_t pos = tr.pos[sl] + (t - b * tr.T);
 	const int64_t first = pos - win + 1 > 0 ? pos - win + 1 : 0;
 	const int n = (int)(pos - first + 1);
 	const int kvw = nkv * hd, kh = h / (nh / nkv);
@@ -312,19 +365,25 @@ __global__ void __launch_bounds__(256) k_gemm(AOp a, const float *__restrict__ W
 #pragma unroll
 		for (int j = 0; j < TN; j++) acc[i][j] = 0.f;
 
-	// Loader l of this thread covers tile row idx / Q, k offset (idx % Q)·4.
+	// Loader l of this thread covers tile row idx / Q, k offset (idx % Q)·4;
+	// its row's physical start is found once (null past the tile or M).
+	const float *arow[LA];
+#pragma unroll
+	for (int l = 0; l < LA; l++) {
+		const int idx = tid + l * 256, lr = idx / Q, m = m0 + lr;
+		arow[l] = lr < BM && m < M ? a.x + phys(a.rows, m, a.cin) : nullptr;
+	}
 	auto loadA = [&](int k0, int l) {
 		float4 r = make_float4(0.f, 0.f, 0.f, 0.f);
-		const int idx = tid + l * 256, lr = idx / Q, kk = k0 + (idx % Q) * 4;
-		const int m = m0 + lr;
-		if (lr >= BM || m >= M) return r;
+		const int kk = k0 + ((tid + l * 256) % Q) * 4;
+		const float *x = arow[l];
+		if (!x) return r;
 		if (V4) {
-			if (kk < ke) r = __ldg(reinterpret_cast<const float4 *>(a.x + (size_t)m * a.cin + im2col_off(a, kk)));
+			if (kk < ke) r = __ldg(reinterpret_cast<const float4 *>(x + im2col_off(a, kk)));
 		} else {
 			float t[4];
 #pragma unroll
-			for (int c = 0; c < 4; c++)
-				t[c] = (kk + c < ke) ? __ldg(a.x + (size_t)m * a.cin + im2col_off(a, kk + c)) : 0.f;
+			for (int c = 0; c < 4; c++) t[c] = (kk + c < ke) ? __ldg(x + im2col_off(a, kk + c)) : 0.f;
 			r = make_float4(t[0], t[1], t[2], t[3]);
 		}
 		return r;
@@ -421,6 +480,28 @@ __global__ void k_splitk_epi(const float *__restrict__ ws, int S, int M, int N, 
 	}
 }
 
+// Transformer rows past the skinny kernel's SK_MAXM (a push of several
+// streams) take the tiled product on plain rows; these two kernels make the
+// plain rows with the same float operations as the skinny kernel's A modes 2
+// and 3, one block per row.
+__global__ void k_rmsnorm_rows(const float *__restrict__ x, const float *__restrict__ nw, double eps, int K,
+                               float *__restrict__ y) {
+	__shared__ double red[32];
+	const float *xr = x + (size_t)blockIdx.x * K;
+	double ss = 0;
+	for (int k = threadIdx.x; k < K; k += blockDim.x) {
+		double v = xr[k];
+		ss += v * v;
+	}
+	const float r = (float)(1.0 / sqrt(block_sum(ss, red) / K + eps));
+	for (int k = threadIdx.x; k < K; k += blockDim.x) y[(size_t)blockIdx.x * K + k] = nw[k] * (xr[k] * r);
+}
+
+__global__ void k_swiglu_rows(const float *__restrict__ gu, int K, float *__restrict__ y) {
+	const float *g = gu + (size_t)blockIdx.x * 2 * K, *u = g + K;
+	for (int k = threadIdx.x; k < K; k += blockDim.x) y[(size_t)blockIdx.x * K + k] = g[k] / (1.f + expf(-g[k])) * u[k];
+}
+
 // ---------------------------------------------------------------------------
 // Quantizer: z[t] = [E_0[c_0] | sum_{q>=1} E_q[c_q]] (2·cb wide); the two
 // output projections are then one product with [W_first | W_rest].
@@ -439,16 +520,17 @@ __global__ void k_dequant(const int32_t *__restrict__ codes, const float *__rest
 
 // ConvNeXt front: depthwise causal conv (k taps) over the ext buffer, then
 // LayerNorm (eps 1e-6, statistics in double). One row per block.
-__global__ void k_dwconv_ln(const float *__restrict__ ext, const float *__restrict__ dw, const float *__restrict__ dwb,
-                            const float *__restrict__ lw, const float *__restrict__ lb, float *__restrict__ y, int C,
-                            int k) {
+__global__ void k_dwconv_ln(const float *__restrict__ ext0, Rows er, const float *__restrict__ dw,
+                            const float *__restrict__ dwb, const float *__restrict__ lw, const float *__restrict__ lb,
+                            float *__restrict__ y, int C, int k) {
 	extern __shared__ float row[];
 	__shared__ double red[32];
 	const int r = blockIdx.x;
+	const float *ext = ext0 + phys(er, r, C);
 	double s = 0;
 	for (int c = threadIdx.x; c < C; c += blockDim.x) {
 		float acc = dwb[c];
-		for (int j = 0; j < k; j++) acc += dw[c * k + j] * ext[(size_t)(r + j) * C + c];
+		for (int j = 0; j < k; j++) acc += dw[c * k + j] * ext[(size_t)j * C + c];
 		row[c] = acc;
 		s += acc;
 	}
@@ -465,15 +547,16 @@ __global__ void k_dwconv_ln(const float *__restrict__ ext, const float *__restri
 }
 
 // Final conv (one output channel) and clamp: one warp per output sample.
-__global__ void k_final_conv(const float *__restrict__ ext, const float *__restrict__ w, const float *__restrict__ b,
-                             int C, int k, int dil, int R, float *__restrict__ out) {
+__global__ void k_final_conv(const float *__restrict__ ext0, Rows er, const float *__restrict__ w,
+                             const float *__restrict__ b, int C, int k, int dil, int R, float *__restrict__ out) {
 	const int lane = threadIdx.x & 31;
 	const int r = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
 	if (r >= R) return;
+	const float *ext = ext0 + phys(er, r, C);
 	float acc = 0.f;
 	for (int kk = lane; kk < k * C; kk += 32) {
 		int j = kk / C, i = kk - j * C;
-		acc = fmaf(w[kk], ext[(size_t)(r + j * dil) * C + i], acc);
+		acc = fmaf(w[kk], ext[(size_t)(j * dil) * C + i], acc);
 	}
 	acc = warp_sum(acc);
 	if (lane == 0) out[r] = fminf(fmaxf(acc + (b ? b[0] : 0.f), -1.f), 1.f);
@@ -482,23 +565,28 @@ __global__ void k_final_conv(const float *__restrict__ ext, const float *__restr
 // History shift after a push: every ext buffer keeps its last H rows as the
 // next push's history. Rows move down by n; when n < H the source and target
 // overlap, so one block owns a column slice and moves strips of n rows in
-// ascending order with a barrier between strips. The RoPE position advances
-// by T in the same launch.
+// ascending order with a barrier between strips. blockIdx.z is the member,
+// whose slot starts slotFloats after slot 0's. Each member's RoPE position
+// advances by T in the same launch.
 constexpr int SHIFT_MAX = 48;
 struct ShiftDesc {
 	float *base;
 	int C, H, n;
+	size_t slotFloats;
 };
 struct ShiftArgs {
 	ShiftDesc d[SHIFT_MAX];
+	const int *slot;
 	int64_t *pos;
 	int T;
 };
 
 __global__ void k_shift(ShiftArgs a) {
-	const ShiftDesc d = a.d[blockIdx.y];
+	ShiftDesc d = a.d[blockIdx.y];
+	const int sl = __ldg(a.slot + blockIdx.z);
+	d.base += sl * d.slotFloats;
 	const int c = blockIdx.x * 32 + threadIdx.x;
-	if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0 && threadIdx.y == 0) *a.pos += a.T;
+	if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0 && threadIdx.y == 0) a.pos[sl] += a.T;
 	if (blockIdx.x * 32 >= d.C) return; // whole block idle: no barrier reached by anyone
 	for (int r0 = 0; r0 < d.H; r0 += d.n) {
 		int rows = min(d.n, d.H - r0);

@@ -17,9 +17,16 @@
  * next call on the same thread, so a caller copies it on the thread of the
  * failed call.
  *
- * Each stream has its own non-blocking CUDA stream and captures one CUDA
- * graph per push size (1..8 frames; larger pushes run in 8-frame steps),
- * unless tbc_params.cuda_graphs is 0.
+ * Streams live in pools (tbc_pool): a pool holds the state of up to `slots`
+ * streams, and one tbc_pool_push decodes the next frames of several of its
+ * streams in one pass over the weights, which is how many streams share one
+ * GPU (each stream alone would read every weight per push). Each pool has
+ * its own non-blocking CUDA stream and captures one CUDA graph per (number
+ * of streams, rounded up to a bucket: 1, 2, 3, 4, 6, 8, 12, 16, 24, ...) and
+ * frames per push (1..8; larger pushes run in 8-frame steps), unless
+ * tbc_params.cuda_graphs is 0. A push of fewer streams than its bucket
+ * decodes the rest as zeros into a scratch slot. A pool's functions must not
+ * be called concurrently.
  */
 #ifndef TALKBOX_CODEC_H
 #define TALKBOX_CODEC_H
@@ -28,7 +35,7 @@
 extern "C" {
 #endif
 
-#define TBC_ABI_VERSION 2
+#define TBC_ABI_VERSION 3
 #define TBC_GROUPS 16
 #define TBC_MAX_LAYERS 32
 #define TBC_MAX_UP 4
@@ -108,7 +115,7 @@ typedef struct {
 } tbc_params;
 
 typedef struct tbc_model tbc_model;   /* device weights, shared by streams */
-typedef struct tbc_stream tbc_stream; /* one utterance's state and buffers */
+typedef struct tbc_pool tbc_pool;   /* the decoder state of several streams, decoded together */
 
 int tbc_abi_version(void);
 const char *tbc_last_error(void);
@@ -122,21 +129,36 @@ tbc_model *tbc_create(const tbc_weights *w, const tbc_params *p);
 void tbc_destroy(tbc_model *m);
 int tbc_samples_per_frame(const tbc_model *m);
 
-tbc_stream *tbc_stream_create(tbc_model *m);
-void tbc_stream_destroy(tbc_stream *s);
-/* tbc_push decodes n frames (codes [n][16], each 0..codebook_size-1) and
- * writes n*samples_per_frame samples to out. */
-int tbc_push(tbc_stream *s, const int32_t *codes, int n, float *out);
-/* tbc_reset returns the stream to frame 0 with zero history. */
-int tbc_reset(tbc_stream *s);
-/* tbc_frames is the number of frames decoded since the last reset. */
-int64_t tbc_frames(const tbc_stream *s);
+/* The largest pool (256 slots). */
+int tbc_max_pool_slots(void);
+/* tbc_pool_create allocates the state of `slots` streams (1..256), each at
+ * frame 0 with zero history: per slot ~6 MB per frame of the largest push (8)
+ * at the released shapes, plus the buffers of one push of every slot. Fails
+ * (NULL) when the GPU lacks the memory. */
+tbc_pool *tbc_pool_create(tbc_model *m, int slots);
+void tbc_pool_destroy(tbc_pool *p);
+int tbc_pool_slots(const tbc_pool *p);
+/* tbc_pool_push decodes `frames` frames for each of n streams: slots [n]
+ * (distinct, each 0..slots-1), codes [n][frames][16] (each
+ * 0..codebook_size-1), out [n][frames*samples_per_frame]. A bad slot or code
+ * fails the push before anything runs. */
+int tbc_pool_push(tbc_pool *p, const int32_t *slots, int n, const int32_t *codes, int frames, float *out);
+/* tbc_pool_reset returns one slot to frame 0 with zero history. */
+int tbc_pool_reset(tbc_pool *p, int slot);
+/* tbc_pool_frames is the number of frames a slot decoded since its reset. */
+int64_t tbc_pool_frames(const tbc_pool *p, int slot);
+/* tbc_pool_warm captures the graphs of pushes of `frames` frames (1..8) for
+ * every bucket of the pool now, so that the first such push of each size
+ * does not (captured, not run: no slot changes). */
+int tbc_pool_warm(tbc_pool *p, int frames);
 /* ---------------------------------------------------------------------------
  * Benchmark hook (`talkbox bench`): not needed to decode. */
 
-/* tbc_bench times iters pushes of n frames each (codes [iters*n][16]) with
- * CUDA events around each graph launch, writing iters times in ms. */
-int tbc_bench(tbc_stream *s, const int32_t *codes, int n, int iters, float *ms);
+/* tbc_pool_bench times iters pushes of `frames` frames (1..8) for streams in
+ * slots 0..n-1 (codes [iters][n][frames][16]) with CUDA events around each
+ * graph launch (codes upload, decode, samples download), writing iters
+ * times in ms. */
+int tbc_pool_bench(tbc_pool *p, int n, const int32_t *codes, int frames, int iters, float *ms);
 
 #ifdef __cplusplus
 }
