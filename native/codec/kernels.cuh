@@ -341,14 +341,35 @@ __global__ void __launch_bounds__(128) k_attn2(const float *__restrict__ qkv, co
 }
 
 // ---------------------------------------------------------------------------
+// 3xTF32 on the tensor cores: x = hi + lo with hi and lo TF32, and
+// a·b ~ a_hi·b_hi + a_hi·b_lo + a_lo·b_hi in float32 accumulators, which
+// keeps float32's accuracy (the dropped a_lo·b_lo is 2^-22 of a product).
+__device__ __forceinline__ void split_tf32(float x, uint32_t &hi, uint32_t &lo) {
+	asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(hi) : "f"(x));
+	const float r = x - __uint_as_float(hi);
+	asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(lo) : "f"(r));
+}
+
+// c += a·b for one m16n8k8 tile (A row-major, B column-major fragments).
+__device__ __forceinline__ void mma_tf32(float c[4], const uint32_t a[4], const uint32_t b[2]) {
+	asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+	             "{%0,%1,%2,%3};"
+	             : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+	             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// ---------------------------------------------------------------------------
 // Tiled product for larger M (the vocoder's residual units: 32..1920 rows per
-// frame): BM x 64 tiles, BK deep, 256 threads each owning (BM/16) x 4
-// outputs, the next tile prefetched into registers while the current one is
-// used. gridDim.z > 1 splits K; each slice then writes raw partial sums to
-// ws[z][M][N] and k_splitk_epi adds them in a fixed order (deterministic).
+// frame and stream): BM x 64 tiles, BK deep, the next tile prefetched into
+// registers while the current one is used. BM 32: 256 threads each owning 2 x
+// 4 outputs on float32 FMA. BM 64: the 8 warps own 32 x 16 outputs each and
+// multiply on the tensor cores (3xTF32). gridDim.z > 1 splits K; each slice
+// then writes raw partial sums to ws[z][M][N] and k_splitk_epi adds them in a
+// fixed order (deterministic).
 template <int BM, int BK, bool V4>
 __global__ void __launch_bounds__(256) k_gemm(AOp a, const float *__restrict__ W, int M, int N, int K, int kChunk,
                                               Epi e, float *__restrict__ ws) {
+	constexpr bool TC = BM == 64;
 	constexpr int BN = 64, TM = BM / 16, TN = 4, Q = BK / 4; // Q float4 per tile row
 	constexpr int LA = (BM * Q + 255) / 256, LB = (BN * Q) / 256;
 	static_assert(LB >= 1 && (BN * Q) % 256 == 0, "tile shape");
@@ -359,11 +380,16 @@ __global__ void __launch_bounds__(256) k_gemm(AOp a, const float *__restrict__ W
 	const int kb = blockIdx.z * kChunk;
 	const int ke = min(K, kb + kChunk);
 
+	// SIMT: acc[i][j] is row ty·TM+i, column tx·TN+j. TC: acc[mi·2+ni][r]
+	// is m16n8 tile (mi, ni) of the warp's 32 x 16, element r of its
+	// fragment (rows g, g+8; columns 2q, 2q+1).
 	float acc[TM][TN];
 #pragma unroll
 	for (int i = 0; i < TM; i++)
 #pragma unroll
 		for (int j = 0; j < TN; j++) acc[i][j] = 0.f;
+	const int lane = tid & 31, warp = tid >> 5, g = lane >> 2, q = lane & 3;
+	const int wm = (warp >> 2) * 32, wn = (warp & 3) * 16;
 
 	// Loader l of this thread covers tile row idx / Q, k offset (idx % Q)·4;
 	// its row's physical start is found once (null past the tile or M).
@@ -436,31 +462,59 @@ __global__ void __launch_bounds__(256) k_gemm(AOp a, const float *__restrict__ W
 #pragma unroll
 			for (int l = 0; l < LB; l++) pb[l] = loadB(k0 + BK, l);
 		}
+		if (TC) {
 #pragma unroll
-		for (int kk = 0; kk < BK; kk++) {
-			float av[TM], bv[TN];
+			for (int kk = 0; kk < BK; kk += 8) {
+				uint32_t ahi[2][4], alo[2][4], bhi[2][2], blo[2][2];
 #pragma unroll
-			for (int i = 0; i < TM; i++) av[i] = As[kk][ty * TM + i];
-			float4 b4 = *reinterpret_cast<const float4 *>(&Bs[kk][tx * TN]);
-			bv[0] = b4.x;
-			bv[1] = b4.y;
-			bv[2] = b4.z;
-			bv[3] = b4.w;
+				for (int mi = 0; mi < 2; mi++) {
+					const int r = wm + mi * 16 + g;
+					split_tf32(As[kk + q][r], ahi[mi][0], alo[mi][0]);
+					split_tf32(As[kk + q][r + 8], ahi[mi][1], alo[mi][1]);
+					split_tf32(As[kk + q + 4][r], ahi[mi][2], alo[mi][2]);
+					split_tf32(As[kk + q + 4][r + 8], ahi[mi][3], alo[mi][3]);
+				}
 #pragma unroll
-			for (int i = 0; i < TM; i++)
+				for (int ni = 0; ni < 2; ni++) {
+					const int c = wn + ni * 8 + g;
+					split_tf32(Bs[kk + q][c], bhi[ni][0], blo[ni][0]);
+					split_tf32(Bs[kk + q + 4][c], bhi[ni][1], blo[ni][1]);
+				}
 #pragma unroll
-				for (int j = 0; j < TN; j++) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
+				for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+					for (int ni = 0; ni < 2; ni++) {
+						mma_tf32(acc[mi * 2 + ni], alo[mi], bhi[ni]);
+						mma_tf32(acc[mi * 2 + ni], ahi[mi], blo[ni]);
+						mma_tf32(acc[mi * 2 + ni], ahi[mi], bhi[ni]);
+					}
+			}
+		} else {
+#pragma unroll
+			for (int kk = 0; kk < BK; kk++) {
+				float av[TM], bv[TN];
+#pragma unroll
+				for (int i = 0; i < TM; i++) av[i] = As[kk][ty * TM + i];
+				float4 b4 = *reinterpret_cast<const float4 *>(&Bs[kk][tx * TN]);
+				bv[0] = b4.x;
+				bv[1] = b4.y;
+				bv[2] = b4.z;
+				bv[3] = b4.w;
+#pragma unroll
+				for (int i = 0; i < TM; i++)
+#pragma unroll
+					for (int j = 0; j < TN; j++) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
+			}
 		}
 		__syncthreads();
 	}
 #pragma unroll
 	for (int i = 0; i < TM; i++) {
-		int m = m0 + ty * TM + i;
-		if (m >= M) continue;
 #pragma unroll
 		for (int j = 0; j < TN; j++) {
-			int n = n0 + tx * TN + j;
-			if (n >= N) continue;
+			const int m = m0 + (TC ? wm + (i >> 1) * 16 + g + (j >> 1) * 8 : ty * TM + i);
+			const int n = n0 + (TC ? wn + (i & 1) * 8 + 2 * q + (j & 1) : tx * TN + j);
+			if (m >= M || n >= N) continue;
 			if (gridDim.z == 1)
 				epi_store(e, N, m, n, acc[i][j]);
 			else
