@@ -447,7 +447,7 @@ int gemm(tbc_pool *s, AOp a, const float *W, int M, int N, int K, const Epi &e) 
 	}
 	void (*tiled)(AOp, const float *, int, int, int, int, Epi, float *) =
 	    BM == 32 ? (v4 ? k_gemm<32, 32, true> : k_gemm<32, 32, false>)
-	             : (v4 ? k_gemm<64, 32, true> : k_gemm<64, 32, false>);
+	             : (v4 ? k_gemm_tc : k_gemm<64, 32, false>);
 	LAUNCH(tiled, grid, 256, 0, a, W, M, N, K, kChunk, e, s->ws);
 	if (S > 1) {
 		int blocks = (int)std::min<size_t>(((size_t)M * N + 255) / 256, 4096);
@@ -641,6 +641,7 @@ int preload() {
 	CK(cudaFuncGetAttributes(&fa, k_gemm<32, 32, true>));
 	CK(cudaFuncGetAttributes(&fa, k_gemm<32, 32, false>));
 	CK(cudaFuncGetAttributes(&fa, k_gemm<64, 32, true>));
+	CK(cudaFuncGetAttributes(&fa, k_gemm_tc));
 	CK(cudaFuncGetAttributes(&fa, k_gemm<64, 32, false>));
 	CK(cudaFuncGetAttributes(&fa, k_skinny2<0, true, false>));
 	CK(cudaFuncGetAttributes(&fa, k_skinny2<0, true, true>));

@@ -358,18 +358,26 @@ __device__ __forceinline__ void mma_tf32(float c[4], const uint32_t a[4], const 
 	             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+// gemm_out stores a tiled product's element (m, n): through the epilogue, or
+// as a raw partial sum of K slice blockIdx.z when K is split.
+__device__ __forceinline__ void gemm_out(const Epi &e, float *ws, int M, int N, int m, int n, float v) {
+	if (m >= M || n >= N) return;
+	if (gridDim.z == 1)
+		epi_store(e, N, m, n, v);
+	else
+		ws[((size_t)blockIdx.z * M + m) * N + n] = v;
+}
+
 // ---------------------------------------------------------------------------
 // Tiled product for larger M (the vocoder's residual units: 32..1920 rows per
-// frame and stream): BM x 64 tiles, BK deep, the next tile prefetched into
-// registers while the current one is used. BM 32: 256 threads each owning 2 x
-// 4 outputs on float32 FMA. BM 64: the 8 warps own 32 x 16 outputs each and
-// multiply on the tensor cores (3xTF32). gridDim.z > 1 splits K; each slice
-// then writes raw partial sums to ws[z][M][N] and k_splitk_epi adds them in a
-// fixed order (deterministic).
+// frame and stream) on float32 FMA: BM x 64 tiles, BK deep, 256 threads each
+// owning (BM/16) x 4 outputs, the next tile prefetched into registers while
+// the current one is used. gridDim.z > 1 splits K; each slice then writes raw
+// partial sums to ws[z][M][N] and k_splitk_epi adds them in a fixed order
+// (deterministic). k_gemm_tc below takes the aligned products of M > 32.
 template <int BM, int BK, bool V4>
 __global__ void __launch_bounds__(256) k_gemm(AOp a, const float *__restrict__ W, int M, int N, int K, int kChunk,
                                               Epi e, float *__restrict__ ws) {
-	constexpr bool TC = BM == 64;
 	constexpr int BN = 64, TM = BM / 16, TN = 4, Q = BK / 4; // Q float4 per tile row
 	constexpr int LA = (BM * Q + 255) / 256, LB = (BN * Q) / 256;
 	static_assert(LB >= 1 && (BN * Q) % 256 == 0, "tile shape");
@@ -380,16 +388,11 @@ __global__ void __launch_bounds__(256) k_gemm(AOp a, const float *__restrict__ W
 	const int kb = blockIdx.z * kChunk;
 	const int ke = min(K, kb + kChunk);
 
-	// SIMT: acc[i][j] is row ty·TM+i, column tx·TN+j. TC: acc[mi·2+ni][r]
-	// is m16n8 tile (mi, ni) of the warp's 32 x 16, element r of its
-	// fragment (rows g, g+8; columns 2q, 2q+1).
 	float acc[TM][TN];
 #pragma unroll
 	for (int i = 0; i < TM; i++)
 #pragma unroll
 		for (int j = 0; j < TN; j++) acc[i][j] = 0.f;
-	const int lane = tid & 31, warp = tid >> 5, g = lane >> 2, q = lane & 3;
-	const int wm = (warp >> 2) * 32, wn = (warp & 3) * 16;
 
 	// Loader l of this thread covers tile row idx / Q, k offset (idx % Q)·4;
 	// its row's physical start is found once (null past the tile or M).
@@ -462,65 +465,116 @@ __global__ void __launch_bounds__(256) k_gemm(AOp a, const float *__restrict__ W
 #pragma unroll
 			for (int l = 0; l < LB; l++) pb[l] = loadB(k0 + BK, l);
 		}
-		if (TC) {
 #pragma unroll
-			for (int kk = 0; kk < BK; kk += 8) {
-				uint32_t ahi[2][4], alo[2][4], bhi[2][2], blo[2][2];
+		for (int kk = 0; kk < BK; kk++) {
+			float av[TM], bv[TN];
 #pragma unroll
-				for (int mi = 0; mi < 2; mi++) {
-					const int r = wm + mi * 16 + g;
-					split_tf32(As[kk + q][r], ahi[mi][0], alo[mi][0]);
-					split_tf32(As[kk + q][r + 8], ahi[mi][1], alo[mi][1]);
-					split_tf32(As[kk + q + 4][r], ahi[mi][2], alo[mi][2]);
-					split_tf32(As[kk + q + 4][r + 8], ahi[mi][3], alo[mi][3]);
-				}
+			for (int i = 0; i < TM; i++) av[i] = As[kk][ty * TM + i];
+			float4 b4 = *reinterpret_cast<const float4 *>(&Bs[kk][tx * TN]);
+			bv[0] = b4.x;
+			bv[1] = b4.y;
+			bv[2] = b4.z;
+			bv[3] = b4.w;
 #pragma unroll
-				for (int ni = 0; ni < 2; ni++) {
-					const int c = wn + ni * 8 + g;
-					split_tf32(Bs[kk + q][c], bhi[ni][0], blo[ni][0]);
-					split_tf32(Bs[kk + q + 4][c], bhi[ni][1], blo[ni][1]);
-				}
+			for (int i = 0; i < TM; i++)
 #pragma unroll
-				for (int mi = 0; mi < 2; mi++)
-#pragma unroll
-					for (int ni = 0; ni < 2; ni++) {
-						mma_tf32(acc[mi * 2 + ni], alo[mi], bhi[ni]);
-						mma_tf32(acc[mi * 2 + ni], ahi[mi], blo[ni]);
-						mma_tf32(acc[mi * 2 + ni], ahi[mi], bhi[ni]);
-					}
-			}
-		} else {
-#pragma unroll
-			for (int kk = 0; kk < BK; kk++) {
-				float av[TM], bv[TN];
-#pragma unroll
-				for (int i = 0; i < TM; i++) av[i] = As[kk][ty * TM + i];
-				float4 b4 = *reinterpret_cast<const float4 *>(&Bs[kk][tx * TN]);
-				bv[0] = b4.x;
-				bv[1] = b4.y;
-				bv[2] = b4.z;
-				bv[3] = b4.w;
-#pragma unroll
-				for (int i = 0; i < TM; i++)
-#pragma unroll
-					for (int j = 0; j < TN; j++) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
-			}
+				for (int j = 0; j < TN; j++) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
 		}
 		__syncthreads();
 	}
 #pragma unroll
 	for (int i = 0; i < TM; i++) {
 #pragma unroll
-		for (int j = 0; j < TN; j++) {
-			const int m = m0 + (TC ? wm + (i >> 1) * 16 + g + (j >> 1) * 8 : ty * TM + i);
-			const int n = n0 + (TC ? wn + (i & 1) * 8 + 2 * q + (j & 1) : tx * TN + j);
-			if (m >= M || n >= N) continue;
-			if (gridDim.z == 1)
-				epi_store(e, N, m, n, acc[i][j]);
-			else
-				ws[((size_t)blockIdx.z * M + m) * N + n] = acc[i][j];
-		}
+		for (int j = 0; j < TN; j++) gemm_out(e, ws, M, N, m0 + ty * TM + i, n0 + tx * TN + j, acc[i][j]);
 	}
+}
+
+// ---------------------------------------------------------------------------
+// Tensor-core product (3xTF32) for M > 32 with A's rows and W's rows float4
+// aligned (cin and K multiples of 4): 64 x 64 tiles, 32 deep, copied to
+// shared memory by cp.async two tiles ahead of use, rows k-contiguous with 4
+// floats of padding so a warp's fragment reads hit 32 banks. Each of the 8
+// warps owns 32 x 16 outputs as 2 x 2 m16n8 tiles; acc[mi·2+ni][r] is
+// element r of tile (mi, ni): rows g and g+8, columns 2q and 2q+1.
+// Split K and the epilogue as in k_gemm.
+constexpr int TC_BM = 64, TC_BN = 64, TC_BK = 32, TC_LD = TC_BK + 4;
+
+__device__ __forceinline__ void cp_async16(float *dst, const float *src, bool valid) {
+	const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(valid ? 16 : 0));
+}
+
+__global__ void __launch_bounds__(256) k_gemm_tc(AOp a, const float *__restrict__ W, int M, int N, int K,
+                                                 int kChunk, Epi e, float *__restrict__ ws) {
+	__shared__ __align__(16) float As[2][TC_BM][TC_LD];
+	__shared__ __align__(16) float Bs[2][TC_BN][TC_LD];
+	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, q = lane & 3;
+	const int wm = (warp >> 2) * 32, wn = (warp & 3) * 16;
+	const int m0 = blockIdx.y * TC_BM, n0 = blockIdx.x * TC_BN;
+	const int kb = blockIdx.z * kChunk, ke = min(K, kb + kChunk);
+	// Each thread copies 2 float4 of A and 2 of W a tile: rows idx / 8,
+	// k offset (idx % 8)·4; a row past M or N copies zeros.
+	const float *arow[2], *brow[2];
+#pragma unroll
+	for (int l = 0; l < 2; l++) {
+		const int r = (tid + l * 256) >> 3;
+		arow[l] = m0 + r < M ? a.x + phys(a.rows, m0 + r, a.cin) : nullptr;
+		brow[l] = n0 + r < N ? W + (size_t)(n0 + r) * K : nullptr;
+	}
+	auto load = [&](int st, int k0) {
+#pragma unroll
+		for (int l = 0; l < 2; l++) {
+			const int idx = tid + l * 256, r = idx >> 3, kq = (idx & 7) * 4, k = k0 + kq;
+			const bool in = k < ke;
+			cp_async16(&As[st][r][kq], arow[l] && in ? arow[l] + im2col_off(a, k) : a.x, arow[l] && in);
+			cp_async16(&Bs[st][r][kq], brow[l] && in ? brow[l] + k : W, brow[l] && in);
+		}
+		asm volatile("cp.async.commit_group;");
+	};
+	float acc[4][4] = {};
+	load(0, kb);
+	int st = 0;
+	for (int k0 = kb; k0 < ke; k0 += TC_BK, st ^= 1) {
+		if (k0 + TC_BK < ke)
+			load(st ^ 1, k0 + TC_BK);
+		else
+			asm volatile("cp.async.commit_group;");
+		asm volatile("cp.async.wait_group 1;");
+		__syncthreads();
+#pragma unroll
+		for (int kk = 0; kk < TC_BK; kk += 8) {
+			uint32_t ahi[2][4], alo[2][4], bhi[2][2], blo[2][2];
+#pragma unroll
+			for (int mi = 0; mi < 2; mi++) {
+				const int r = wm + mi * 16 + g;
+				split_tf32(As[st][r][kk + q], ahi[mi][0], alo[mi][0]);
+				split_tf32(As[st][r + 8][kk + q], ahi[mi][1], alo[mi][1]);
+				split_tf32(As[st][r][kk + q + 4], ahi[mi][2], alo[mi][2]);
+				split_tf32(As[st][r + 8][kk + q + 4], ahi[mi][3], alo[mi][3]);
+			}
+#pragma unroll
+			for (int ni = 0; ni < 2; ni++) {
+				const int c = wn + ni * 8 + g;
+				split_tf32(Bs[st][c][kk + q], bhi[ni][0], blo[ni][0]);
+				split_tf32(Bs[st][c][kk + q + 4], bhi[ni][1], blo[ni][1]);
+			}
+#pragma unroll
+			for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+				for (int ni = 0; ni < 2; ni++) {
+					mma_tf32(acc[mi * 2 + ni], alo[mi], bhi[ni]);
+					mma_tf32(acc[mi * 2 + ni], ahi[mi], blo[ni]);
+					mma_tf32(acc[mi * 2 + ni], ahi[mi], bhi[ni]);
+				}
+		}
+		__syncthreads(); // the next iteration's copy reuses this stage
+	}
+#pragma unroll
+	for (int i = 0; i < 4; i++)
+#pragma unroll
+		for (int j = 0; j < 4; j++)
+			gemm_out(e, ws, M, N, m0 + wm + (i >> 1) * 16 + g + (j >> 1) * 8, n0 + wn + (i & 1) * 8 + 2 * q + (j & 1),
+			         acc[i][j]);
 }
 
 __global__ void k_splitk_epi(const float *__restrict__ ws, int S, int M, int N, Epi e) {
