@@ -6,8 +6,14 @@ import (
 	"sync"
 	"testing"
 
+	"io"
+	"log/slog"
+	"talkbox/engine/backend"
+	"talkbox/engine/codec"
 	"talkbox/engine/cuda"
+	"talkbox/engine/cudacodec"
 	"talkbox/engine/golden"
+	"talkbox/engine/model"
 )
 
 // With Streams > 1 on the GPU, utterances that arrive together run at once:
@@ -68,5 +74,39 @@ func TestConcurrentUtterancesOnGPU(t *testing.T) {
 	}
 	if batched < 1 {
 		t.Errorf("%d of %d utterances ran in the batch, want at least 1", batched, n)
+	}
+}
+
+// TestGPUCodecFallsBackToOneSlot: when the GPU codec's pool for every stream
+// cannot be made (here a size past the largest pool stands in for a GPU
+// without the memory), the codec stays on the GPU with one slot instead of
+// falling back to the CPU. Skips without a GPU (CI).
+func TestGPUCodecFallsBackToOneSlot(t *testing.T) {
+	if err := cudacodec.Available(); err != nil {
+		t.Skipf("skipping: GPU codec unavailable: %v", err)
+	}
+	m, err := model.Load(golden.Checkpoint(t, "qwen3-tts-tiny-customvoice"), model.Options{RequireCodec: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, err := codec.New(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpu, err := openGPUCodec(dec, 100000, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatalf("no GPU codec after the fallback: %v", err)
+	}
+	defer gpu.Close()
+	if gpu.Slots() != 1 {
+		t.Errorf("pool of %d slots, want the fallback's 1", gpu.Slots())
+	}
+	s, err := gpu.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if pcm, err := s.Push(make([]backend.Codes, 2)); err != nil || len(pcm) != 2*gpu.SamplesPerFrame() {
+		t.Errorf("push of 2 frames: %d samples, %v", len(pcm), err)
 	}
 }

@@ -154,9 +154,7 @@ func Open(ctx context.Context, dir string, o Options) (*Engine, error) {
 		if gpuLM.CanProjectText() {
 			e.prompts.SetTextProjector(gpuLM)
 		}
-		// One codec slot per utterance that may run at once (the single-stream
-		// LM's and the batch's), so their pushes share launches.
-		if gpu, err := cudacodec.New(dec, codecSlots(o.Streams)); err == nil {
+		if gpu, err := openGPUCodec(dec, codecSlots(o.Streams), log); err == nil {
 			e.codec, e.gpuCodec = gpu, gpu
 			grid, _, _, _ := gpuLM.Geometry()
 			if err := gpuLM.ReserveSMs(codecSMs(grid)); err != nil {
@@ -187,6 +185,21 @@ func Open(ctx context.Context, dir string, o Options) (*Engine, error) {
 	}
 	gcpace.Fit()
 	return e, nil
+}
+
+// openGPUCodec puts the decoder on the GPU with one pool slot per utterance
+// that may run at once (the single-stream LM's and the batch's), so their
+// pushes share launches. When the GPU lacks the memory for that pool it
+// starts with one slot: later streams then open pools as they need them
+// (each failing on its own, with CUDA's message) instead of the whole codec
+// falling back to the CPU.
+func openGPUCodec(dec *codec.Decoder, slots int, log *slog.Logger) (*cudacodec.Codec, error) {
+	gpu, err := cudacodec.New(dec, slots)
+	if err == nil || slots == 1 || errors.Is(err, cudacodec.ErrUnavailable) {
+		return gpu, err
+	}
+	log.Info("GPU codec: no room for a pool of all streams, starting with one", "streams", slots, "reason", err)
+	return cudacodec.New(dec, 1)
 }
 
 // codecSlots is the GPU codec pool's size for Options.Streams: the batch's
