@@ -111,10 +111,10 @@ typedef struct {
 /* Choices made at create time; start from tbc_default_params(). */
 typedef struct {
 	int device;      /* CUDA device index (0) */
-	int cuda_graphs; /* 1: each stream replays one CUDA graph per push size (the default); 0: direct launches */
+	int cuda_graphs; /* 1: each pool replays one CUDA graph per push shape (the default); 0: direct launches */
 } tbc_params;
 
-typedef struct tbc_model tbc_model;   /* device weights, shared by streams */
+typedef struct tbc_model tbc_model; /* device weights, shared by pools */
 typedef struct tbc_pool tbc_pool;   /* the decoder state of several streams, decoded together */
 
 int tbc_abi_version(void);
