@@ -190,7 +190,7 @@ func (s *Stream) Push(frames []backend.Codes) ([]float32, error) {
 	if len(frames) == 0 {
 		return out, nil
 	}
-	if err := s.p.push(s.slot, frames, out); err != nil {
+	if err := s.p.merger.push(s.slot, frames, out); err != nil {
 		return nil, fmt.Errorf("cudacodec: push of %d frames at frame %d: %w", len(frames), s.frames, err)
 	}
 	s.frames += len(frames)

@@ -57,12 +57,6 @@ func (p *pool) warm() error {
 	return nil
 }
 
-// push decodes frames for the stream in slot into out, in a launch shared
-// with the other streams' pushes of the moment.
-func (p *pool) push(slot int, frames []backend.Codes, out []float32) error {
-	return p.merger.push(slot, frames, out)
-}
-
 // launch is the merger's one native call: frames [n][T] of codes for the
 // streams in slots, samples into out [n][T·spf].
 func (p *pool) launch(slots []int32, codes []backend.Codes, T int, out []float32) error {

@@ -119,7 +119,6 @@ struct tbc_pool {
 	std::vector<int> buckets;  // ascending, the last is slots
 	size_t ws_need = 0, ws_floats = 0;
 	float *ws = nullptr;
-	std::vector<int64_t> frames;                // per slot
 	int64_t *d_pos = nullptr;                   // [nslots]
 	int32_t *d_in = nullptr, *h_in = nullptr;   // a push's codes [B][T][16], then its slots [B]
 	float *d_out = nullptr, *h_out = nullptr;   // [maxB][kMaxT·spf]
@@ -375,13 +374,20 @@ Epi epi_ext(const Push &p, const Ext &x, int R, const float *bias) {
 	return e;
 }
 
-Epi with_snake(Epi e, const Push &p, const Ext &x, int R, const DevSnake &sn, int ch) {
-	e.out2 = x.p;
-	e.rout2 = ext_new(p, x, R);
+// with_snake adds SnakeBeta sn (ch channels) of each element, written to
+// out2 at the rows rows gives.
+Epi with_snake(Epi e, float *out2, Rows rows, const DevSnake &sn, int ch) {
+	e.out2 = out2;
+	e.rout2 = rows;
 	e.snA = sn.a;
 	e.snIB = sn.ib;
 	e.snC = ch;
 	return e;
+}
+
+// snake_ext is with_snake into the new rows of x.
+Epi snake_ext(Epi e, const Push &p, const Ext &x, int R, const DevSnake &sn, int ch) {
+	return with_snake(e, x.p, ext_new(p, x, R), sn, ch);
 }
 
 // skinny launches k_skinny2 in the given A mode (see kernels.cuh) with KS
@@ -555,7 +561,7 @@ int forward(tbc_pool *s, int B, int T) {
 
 	// Vocoder. Every SnakeBeta is applied once, in the epilogue of the op that
 	// produces its input, and the activated rows are what the ext buffers keep.
-	Epi e = with_snake(epi0(), p, s->tc[0], R, m->blocks[0].act, m->voc0.out);
+	Epi e = snake_ext(epi0(), p, s->tc[0], R, m->blocks[0].act, m->voc0.out);
 	e.bias = m->voc0.b;
 	if (conv(s, p, s->voc0, m->voc0, R, e)) return -1;
 	for (size_t b = 0; b < m->blocks.size(); b++) {
@@ -563,16 +569,12 @@ int forward(tbc_pool *s, int B, int T) {
 		const int C = Bk.out;
 		// The transposed conv's product rows are Bk.stride rows of xr and of
 		// unit 0's ext each: R product rows a member.
-		e = with_snake(epi_out(s->xr, Bk.up.b), p, s->unit[b][0], R, Bk.units[0].act1, C);
+		e = snake_ext(epi_out(s->xr, Bk.up.b), p, s->unit[b][0], R, Bk.units[0].act1, C);
 		if (conv(s, p, s->tc[b], Bk.up, R, e)) return -1;
 		R *= Bk.stride;
 		for (int u = 0; u < 3; u++) {
 			const DevUnit &U = Bk.units[u];
-			e = epi0();
-			e.out2 = s->a2;
-			e.snA = U.act2.a;
-			e.snIB = U.act2.ib;
-			e.snC = C;
+			e = with_snake(epi0(), s->a2, dense(), U.act2, C);
 			e.bias = U.conv1.b;
 			if (conv(s, p, s->unit[b][u], U.conv1, R, e)) return -1;
 			e = epi0();
@@ -580,11 +582,11 @@ int forward(tbc_pool *s, int B, int T) {
 			e.res = s->xr;
 			if (u < 2) {
 				e.out1 = s->xr;
-				e = with_snake(e, p, s->unit[b][u + 1], R, Bk.units[u + 1].act1, C);
+				e = snake_ext(e, p, s->unit[b][u + 1], R, Bk.units[u + 1].act1, C);
 			} else if (b + 1 < m->blocks.size()) {
-				e = with_snake(e, p, s->tc[b + 1], R, m->blocks[b + 1].act, C);
+				e = snake_ext(e, p, s->tc[b + 1], R, m->blocks[b + 1].act, C);
 			} else {
-				e = with_snake(e, p, s->fin, R, m->final_act, C);
+				e = snake_ext(e, p, s->fin, R, m->final_act, C);
 			}
 			if (linear(s, s->a2, U.conv2, B * R, e)) return -1;
 		}
@@ -684,7 +686,6 @@ int build_pool(tbc_pool *s) {
 	s->buckets.push_back(s->slots);
 	s->graphs.assign(s->buckets.size(), {});
 	s->nslots = s->slots == 1 ? 1 : s->slots + 1;
-	s->frames.assign(s->slots, 0);
 	const int MB = s->slots, T = kMaxT, MBT = MB * T;
 	CK(cudaStreamCreateWithFlags(&s->st, cudaStreamNonBlocking));
 	CK(cudaEventCreate(&s->ev0));
@@ -767,7 +768,6 @@ int reset_slot(tbc_pool *s, int slot) {
 	CK(cudaMemsetAsync(s->vc + slot * s->kvSlot, 0, sizeof(float) * s->kvSlot, s->st));
 	CK(cudaMemsetAsync(s->d_pos + slot, 0, sizeof(int64_t), s->st));
 	CK(cudaStreamSynchronize(s->st));
-	s->frames[slot] = 0;
 	return 0;
 }
 
@@ -966,10 +966,6 @@ int tbc_pool_reset(tbc_pool *s, int slot) {
 	return reset_slot(s, slot);
 }
 
-int64_t tbc_pool_frames(const tbc_pool *s, int slot) {
-	return s && slot >= 0 && slot < s->slots ? s->frames[slot] : 0;
-}
-
 int tbc_pool_push(tbc_pool *s, const int32_t *slots, int n, const int32_t *codes, int frames, float *out) {
 	if (!s || (frames > 0 && !out)) {
 		set_err("tbc_pool_push: bad arguments");
@@ -986,7 +982,6 @@ int tbc_pool_push(tbc_pool *s, const int32_t *slots, int n, const int32_t *codes
 		for (int b = 0; b < n; b++)
 			memcpy(out + ((size_t)b * frames + t0) * spf, s->h_out + (size_t)b * T * spf, sizeof(float) * spf * T);
 	}
-	for (int b = 0; b < n; b++) s->frames[slots[b]] += frames;
 	return 0;
 }
 
@@ -1011,17 +1006,14 @@ int tbc_pool_bench(tbc_pool *s, int n, const int32_t *codes, int frames, int ite
 	for (int b = 0; b < n; b++) slots[b] = b;
 	if (check_push(s, slots.data(), n, codes, frames * iters)) return -1;
 	CK(cudaSetDevice(s->m->device));
-	std::vector<int32_t> push((size_t)n * frames * 16);
 	for (int it = 0; it < iters; it++) {
-		// codes is [iters][n][frames][16]: push it's block as [n][frames][16].
-		memcpy(push.data(), codes + (size_t)it * n * frames * 16, sizeof(int32_t) * push.size());
-		const int bi = stage(s, slots.data(), n, push.data(), frames, 0, frames);
+		// codes is [iters][n][frames][16]: push it's block, [n][frames][16].
+		const int bi = stage(s, slots.data(), n, codes + (size_t)it * n * frames * 16, frames, 0, frames);
 		CK(cudaEventRecord(s->ev0, s->st));
 		if (run_push(s, bi, frames)) return -1;
 		CK(cudaEventRecord(s->ev1, s->st));
 		CK(cudaEventSynchronize(s->ev1));
 		CK(cudaEventElapsedTime(&ms[it], s->ev0, s->ev1));
-		for (int b = 0; b < n; b++) s->frames[b] += frames;
 	}
 	return 0;
 }

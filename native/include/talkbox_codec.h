@@ -145,8 +145,6 @@ int tbc_pool_slots(const tbc_pool *p);
 int tbc_pool_push(tbc_pool *p, const int32_t *slots, int n, const int32_t *codes, int frames, float *out);
 /* tbc_pool_reset returns one slot to frame 0 with zero history. */
 int tbc_pool_reset(tbc_pool *p, int slot);
-/* tbc_pool_frames is the number of frames a slot decoded since its reset. */
-int64_t tbc_pool_frames(const tbc_pool *p, int slot);
 /* tbc_pool_warm captures the graphs of pushes of `frames` frames (1..8) for
  * every bucket of the pool now, so that the first such push of each size
  * does not (captured, not run: no slot changes). */
