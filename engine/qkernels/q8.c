@@ -87,92 +87,159 @@ AVX2_TARGET static inline __m256 lane(__m256 v, int i) {
 	return _mm256_permutevar8x32_ps(v, _mm256_set1_epi32(i));
 }
 
-// Each weight block is loaded once and used for four activation rows. The
-// blocks' combined scales are formed eight at a time with one vector
-// multiply (kb8 blocks), the rest one by one.
-AVX2_TARGET static void gemm_avx2(int r0, int r1, int kb, const int8_t *wq, const float *wd, int nx,
-                                  const int8_t *xq, const float *xd, const float *bias, float *y, int ldy) {
+// Two weight rows by four activation rows: each weight block is loaded once
+// for four activation rows and each activation block once for two weight
+// rows (8 accumulators). The combined scales of eight blocks are formed with
+// one vector multiply a pair and read back as broadcasts. On the dev VM's
+// EPYC (one thread, 3072x1024 weights, 40 rows) 27-31 -> 32-33 GMAC/s against
+// one weight row at a time. Every (row, activation) sum runs over the blocks
+// in order into one accumulator, as row_avx2's four-row loop does, so the
+// two give the same bits.
+AVX2_TARGET static void rows2_avx2(int r, int nx4, int kb, const int8_t *wq, const float *wd, const int8_t *xq,
+                                   const float *xd, const float *bias, float *y, int ldy) {
 	size_t xrow = (size_t)kb * Q8_BLOCK;
+	const int8_t *w = wq + (size_t)r * xrow, *v = w + xrow;
+	const float *ws = wd + (size_t)r * kb, *vs = ws + kb;
+	float bw = bias ? bias[r] : 0.0f, bv = bias ? bias[r + 1] : 0.0f;
 	int kb8 = kb & ~7;
-	for (int r = r0; r < r1; r++) {
-		const int8_t *w = wq + (size_t)r * xrow;
-		const float *ws = wd + (size_t)r * kb;
-		float bv = bias ? bias[r] : 0.0f;
-		int j = 0;
-		for (; j + 4 <= nx; j += 4) {
-			const int8_t *x0 = xq + (size_t)j * xrow;
-			const float *s0 = xd + (size_t)j * kb;
-			__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-			for (int b8 = 0; b8 < kb8; b8 += 8) {
-				__m256 sw = _mm256_loadu_ps(ws + b8);
-				__m256 c0 = _mm256_mul_ps(sw, _mm256_loadu_ps(s0 + b8));
-				__m256 c1 = _mm256_mul_ps(sw, _mm256_loadu_ps(s0 + kb + b8));
-				__m256 c2 = _mm256_mul_ps(sw, _mm256_loadu_ps(s0 + 2 * kb + b8));
-				__m256 c3 = _mm256_mul_ps(sw, _mm256_loadu_ps(s0 + 3 * kb + b8));
-				for (int i = 0; i < 8; i++) {
-					int b = b8 + i;
-					__m256i wv = _mm256_loadu_si256((const __m256i *)(w + b * Q8_BLOCK));
-					__m256i aw = _mm256_sign_epi8(wv, wv);
-					const int8_t *xb = x0 + b * Q8_BLOCK;
-					a0 = _mm256_fmadd_ps(lane(c0, i), _mm256_cvtepi32_ps(dot_block256(aw, wv, xb)), a0);
-					a1 = _mm256_fmadd_ps(lane(c1, i), _mm256_cvtepi32_ps(dot_block256(aw, wv, xb + xrow)), a1);
-					a2 = _mm256_fmadd_ps(lane(c2, i), _mm256_cvtepi32_ps(dot_block256(aw, wv, xb + 2 * xrow)), a2);
-					a3 = _mm256_fmadd_ps(lane(c3, i), _mm256_cvtepi32_ps(dot_block256(aw, wv, xb + 3 * xrow)), a3);
+	for (int j = 0; j < nx4; j += 4) {
+		const int8_t *x0 = xq + (size_t)j * xrow;
+		const float *s0 = xd + (size_t)j * kb;
+		__m256 a[8];
+		for (int q = 0; q < 8; q++) a[q] = _mm256_setzero_ps();
+		float cs[8][8] __attribute__((aligned(32)));
+		for (int b8 = 0; b8 < kb; b8 += 8) {
+			int nb = b8 < kb8 ? 8 : kb - b8;
+			if (nb == 8) {
+				__m256 sw = _mm256_loadu_ps(ws + b8), sv = _mm256_loadu_ps(vs + b8);
+				for (int q = 0; q < 4; q++) {
+					__m256 sx = _mm256_loadu_ps(s0 + q * kb + b8);
+					_mm256_store_ps(cs[q], _mm256_mul_ps(sw, sx));
+					_mm256_store_ps(cs[4 + q], _mm256_mul_ps(sv, sx));
+				}
+			} else {
+				for (int i = 0; i < nb; i++)
+					for (int q = 0; q < 4; q++) {
+						cs[q][i] = ws[b8 + i] * s0[q * kb + b8 + i];
+						cs[4 + q][i] = vs[b8 + i] * s0[q * kb + b8 + i];
+					}
+			}
+			for (int i = 0; i < nb; i++) {
+				int b = b8 + i;
+				__m256i wv = _mm256_loadu_si256((const __m256i *)(w + b * Q8_BLOCK));
+				__m256i vv = _mm256_loadu_si256((const __m256i *)(v + b * Q8_BLOCK));
+				__m256i aw = _mm256_sign_epi8(wv, wv), av = _mm256_sign_epi8(vv, vv);
+				for (int q = 0; q < 4; q++) {
+					const int8_t *xb = x0 + q * xrow + b * Q8_BLOCK;
+					a[q] = _mm256_fmadd_ps(_mm256_broadcast_ss(&cs[q][i]), _mm256_cvtepi32_ps(dot_block256(aw, wv, xb)), a[q]);
+					a[4 + q] = _mm256_fmadd_ps(_mm256_broadcast_ss(&cs[4 + q][i]), _mm256_cvtepi32_ps(dot_block256(av, vv, xb)),
+					                           a[4 + q]);
 				}
 			}
-			for (int b = kb8; b < kb; b++) {
-				__m256i wv = _mm256_loadu_si256((const __m256i *)(w + b * Q8_BLOCK));
-				__m256i aw = _mm256_sign_epi8(wv, wv);
-				float sw = ws[b];
-				const int8_t *xb = x0 + b * Q8_BLOCK;
-				a0 = _mm256_fmadd_ps(_mm256_set1_ps(sw * s0[b]), _mm256_cvtepi32_ps(dot_block256(aw, wv, xb)), a0);
-				a1 = _mm256_fmadd_ps(_mm256_set1_ps(sw * s0[kb + b]), _mm256_cvtepi32_ps(dot_block256(aw, wv, xb + xrow)), a1);
-				a2 = _mm256_fmadd_ps(_mm256_set1_ps(sw * s0[2 * kb + b]), _mm256_cvtepi32_ps(dot_block256(aw, wv, xb + 2 * xrow)), a2);
-				a3 = _mm256_fmadd_ps(_mm256_set1_ps(sw * s0[3 * kb + b]), _mm256_cvtepi32_ps(dot_block256(aw, wv, xb + 3 * xrow)), a3);
-			}
-			y[(size_t)j * ldy + r] = hsum256(a0) + bv;
-			y[(size_t)(j + 1) * ldy + r] = hsum256(a1) + bv;
-			y[(size_t)(j + 2) * ldy + r] = hsum256(a2) + bv;
-			y[(size_t)(j + 3) * ldy + r] = hsum256(a3) + bv;
 		}
-		for (; j < nx; j++) {
-			const int8_t *x0 = xq + (size_t)j * xrow;
-			const float *s0 = xd + (size_t)j * kb;
-			// Four accumulators so the fma chains are not latency bound, and
-			// the weights prefetched Q8_PREFETCH bytes ahead (past the row's
-			// end into the next row, which follows it in memory): a decode
-			// step streams each weight once, and one thread reached ~11 GB/s
-			// on the hardware prefetcher alone against ~16 GB/s with this.
-			__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-			for (int b8 = 0; b8 < kb8; b8 += 8) {
-				const int8_t *w8 = w + b8 * Q8_BLOCK;
-				for (int l = 0; l < 8 * Q8_BLOCK; l += 64) {
-					_mm_prefetch((const char *)w8 + Q8_PREFETCH + l, _MM_HINT_T0);
-				}
-				__m256 c = _mm256_mul_ps(_mm256_loadu_ps(ws + b8), _mm256_loadu_ps(s0 + b8));
-				for (int i = 0; i < 8; i += 4) {
-					const int8_t *wb = w8 + i * Q8_BLOCK, *xb = x0 + (b8 + i) * Q8_BLOCK;
-					__m256i w0 = _mm256_loadu_si256((const __m256i *)wb);
-					__m256i w1 = _mm256_loadu_si256((const __m256i *)(wb + Q8_BLOCK));
-					__m256i w2 = _mm256_loadu_si256((const __m256i *)(wb + 2 * Q8_BLOCK));
-					__m256i w3 = _mm256_loadu_si256((const __m256i *)(wb + 3 * Q8_BLOCK));
-					a0 = _mm256_fmadd_ps(lane(c, i), _mm256_cvtepi32_ps(dot_block256(_mm256_sign_epi8(w0, w0), w0, xb)), a0);
-					a1 = _mm256_fmadd_ps(lane(c, i + 1),
-					                     _mm256_cvtepi32_ps(dot_block256(_mm256_sign_epi8(w1, w1), w1, xb + Q8_BLOCK)), a1);
-					a2 = _mm256_fmadd_ps(lane(c, i + 2),
-					                     _mm256_cvtepi32_ps(dot_block256(_mm256_sign_epi8(w2, w2), w2, xb + 2 * Q8_BLOCK)), a2);
-					a3 = _mm256_fmadd_ps(lane(c, i + 3),
-					                     _mm256_cvtepi32_ps(dot_block256(_mm256_sign_epi8(w3, w3), w3, xb + 3 * Q8_BLOCK)), a3);
-				}
-			}
-			for (int b = kb8; b < kb; b++) {
-				__m256i wv = _mm256_loadu_si256((const __m256i *)(w + b * Q8_BLOCK));
-				a0 = _mm256_fmadd_ps(_mm256_set1_ps(ws[b] * s0[b]),
-				                     _mm256_cvtepi32_ps(dot_block256(_mm256_sign_epi8(wv, wv), wv, x0 + b * Q8_BLOCK)), a0);
-			}
-			y[(size_t)j * ldy + r] = hsum256(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3))) + bv;
+		for (int q = 0; q < 4; q++) {
+			y[(size_t)(j + q) * ldy + r] = hsum256(a[q]) + bw;
+			y[(size_t)(j + q) * ldy + r + 1] = hsum256(a[4 + q]) + bv;
 		}
 	}
+}
+
+// One weight row against activation rows j0..nx-1: four at a time (each
+// weight block loaded once for the four), then one at a time.
+AVX2_TARGET static void row_avx2(int r, int j0, int kb, const int8_t *wq, const float *wd, int nx, const int8_t *xq,
+                                 const float *xd, const float *bias, float *y, int ldy) {
+	size_t xrow = (size_t)kb * Q8_BLOCK;
+	int kb8 = kb & ~7;
+	const int8_t *w = wq + (size_t)r * xrow;
+	const float *ws = wd + (size_t)r * kb;
+	float bv = bias ? bias[r] : 0.0f;
+	int j = j0;
+	for (; j + 4 <= nx; j += 4) {
+		const int8_t *x0 = xq + (size_t)j * xrow;
+		const float *s0 = xd + (size_t)j * kb;
+		__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+		for (int b8 = 0; b8 < kb8; b8 += 8) {
+			__m256 sw = _mm256_loadu_ps(ws + b8);
+			__m256 c0 = _mm256_mul_ps(sw, _mm256_loadu_ps(s0 + b8));
+			__m256 c1 = _mm256_mul_ps(sw, _mm256_loadu_ps(s0 + kb + b8));
+			__m256 c2 = _mm256_mul_ps(sw, _mm256_loadu_ps(s0 + 2 * kb + b8));
+			__m256 c3 = _mm256_mul_ps(sw, _mm256_loadu_ps(s0 + 3 * kb + b8));
+			for (int i = 0; i < 8; i++) {
+				int b = b8 + i;
+				__m256i wv = _mm256_loadu_si256((const __m256i *)(w + b * Q8_BLOCK));
+				__m256i aw = _mm256_sign_epi8(wv, wv);
+				const int8_t *xb = x0 + b * Q8_BLOCK;
+				a0 = _mm256_fmadd_ps(lane(c0, i), _mm256_cvtepi32_ps(dot_block256(aw, wv, xb)), a0);
+				a1 = _mm256_fmadd_ps(lane(c1, i), _mm256_cvtepi32_ps(dot_block256(aw, wv, xb + xrow)), a1);
+				a2 = _mm256_fmadd_ps(lane(c2, i), _mm256_cvtepi32_ps(dot_block256(aw, wv, xb + 2 * xrow)), a2);
+				a3 = _mm256_fmadd_ps(lane(c3, i), _mm256_cvtepi32_ps(dot_block256(aw, wv, xb + 3 * xrow)), a3);
+			}
+		}
+		for (int b = kb8; b < kb; b++) {
+			__m256i wv = _mm256_loadu_si256((const __m256i *)(w + b * Q8_BLOCK));
+			__m256i aw = _mm256_sign_epi8(wv, wv);
+			float sw = ws[b];
+			const int8_t *xb = x0 + b * Q8_BLOCK;
+			a0 = _mm256_fmadd_ps(_mm256_set1_ps(sw * s0[b]), _mm256_cvtepi32_ps(dot_block256(aw, wv, xb)), a0);
+			a1 = _mm256_fmadd_ps(_mm256_set1_ps(sw * s0[kb + b]), _mm256_cvtepi32_ps(dot_block256(aw, wv, xb + xrow)), a1);
+			a2 = _mm256_fmadd_ps(_mm256_set1_ps(sw * s0[2 * kb + b]), _mm256_cvtepi32_ps(dot_block256(aw, wv, xb + 2 * xrow)), a2);
+			a3 = _mm256_fmadd_ps(_mm256_set1_ps(sw * s0[3 * kb + b]), _mm256_cvtepi32_ps(dot_block256(aw, wv, xb + 3 * xrow)), a3);
+		}
+		y[(size_t)j * ldy + r] = hsum256(a0) + bv;
+		y[(size_t)(j + 1) * ldy + r] = hsum256(a1) + bv;
+		y[(size_t)(j + 2) * ldy + r] = hsum256(a2) + bv;
+		y[(size_t)(j + 3) * ldy + r] = hsum256(a3) + bv;
+	}
+	for (; j < nx; j++) {
+		const int8_t *x0 = xq + (size_t)j * xrow;
+		const float *s0 = xd + (size_t)j * kb;
+		// Four accumulators so the fma chains are not latency bound, and
+		// the weights prefetched Q8_PREFETCH bytes ahead (past the row's
+		// end into the next row, which follows it in memory): a decode
+		// step streams each weight once, and one thread reached ~11 GB/s
+		// on the hardware prefetcher alone against ~16 GB/s with this.
+		__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+		for (int b8 = 0; b8 < kb8; b8 += 8) {
+			const int8_t *w8 = w + b8 * Q8_BLOCK;
+			for (int l = 0; l < 8 * Q8_BLOCK; l += 64) {
+				_mm_prefetch((const char *)w8 + Q8_PREFETCH + l, _MM_HINT_T0);
+			}
+			__m256 c = _mm256_mul_ps(_mm256_loadu_ps(ws + b8), _mm256_loadu_ps(s0 + b8));
+			for (int i = 0; i < 8; i += 4) {
+				const int8_t *wb = w8 + i * Q8_BLOCK, *xb = x0 + (b8 + i) * Q8_BLOCK;
+				__m256i w0 = _mm256_loadu_si256((const __m256i *)wb);
+				__m256i w1 = _mm256_loadu_si256((const __m256i *)(wb + Q8_BLOCK));
+				__m256i w2 = _mm256_loadu_si256((const __m256i *)(wb + 2 * Q8_BLOCK));
+				__m256i w3 = _mm256_loadu_si256((const __m256i *)(wb + 3 * Q8_BLOCK));
+				a0 = _mm256_fmadd_ps(lane(c, i), _mm256_cvtepi32_ps(dot_block256(_mm256_sign_epi8(w0, w0), w0, xb)), a0);
+				a1 = _mm256_fmadd_ps(lane(c, i + 1),
+				                     _mm256_cvtepi32_ps(dot_block256(_mm256_sign_epi8(w1, w1), w1, xb + Q8_BLOCK)), a1);
+				a2 = _mm256_fmadd_ps(lane(c, i + 2),
+				                     _mm256_cvtepi32_ps(dot_block256(_mm256_sign_epi8(w2, w2), w2, xb + 2 * Q8_BLOCK)), a2);
+				a3 = _mm256_fmadd_ps(lane(c, i + 3),
+				                     _mm256_cvtepi32_ps(dot_block256(_mm256_sign_epi8(w3, w3), w3, xb + 3 * Q8_BLOCK)), a3);
+			}
+		}
+		for (int b = kb8; b < kb; b++) {
+			__m256i wv = _mm256_loadu_si256((const __m256i *)(w + b * Q8_BLOCK));
+			a0 = _mm256_fmadd_ps(_mm256_set1_ps(ws[b] * s0[b]),
+			                     _mm256_cvtepi32_ps(dot_block256(_mm256_sign_epi8(wv, wv), wv, x0 + b * Q8_BLOCK)), a0);
+		}
+		y[(size_t)j * ldy + r] = hsum256(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3))) + bv;
+	}
+}
+
+AVX2_TARGET static void gemm_avx2(int r0, int r1, int kb, const int8_t *wq, const float *wd, int nx,
+                                  const int8_t *xq, const float *xd, const float *bias, float *y, int ldy) {
+	int nx4 = nx & ~3, r = r0;
+	if (nx4 > 0) {
+		for (; r + 2 <= r1; r += 2) {
+			rows2_avx2(r, nx4, kb, wq, wd, xq, xd, bias, y, ldy);
+			row_avx2(r, nx4, kb, wq, wd, nx, xq, xd, bias, y, ldy);
+			row_avx2(r + 1, nx4, kb, wq, wd, nx, xq, xd, bias, y, ldy);
+		}
+	}
+	for (; r < r1; r++) row_avx2(r, 0, kb, wq, wd, nx, xq, xd, bias, y, ldy);
 }
 
 // The AVX-512 kernels take two blocks (64 bytes) a step; the lanes 0-7 of a
