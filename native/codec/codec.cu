@@ -431,7 +431,10 @@ int gemm(tbc_pool *s, AOp a, const float *W, int M, int N, int K, const Epi &e) 
 	if (M <= 0) return 0;
 	const bool v4 = a.cin % 4 == 0 && K % 4 == 0;
 	if (M <= SK_MAXM) return skinny(s, K == a.cin ? 1 : 0, a, nullptr, 0, W, M, N, K, e);
-	const int BM = M <= 32 ? 32 : 64, BN = 64, BK = 32;
+	// Tensor-core tiles 128 x 32 when N is an odd multiple of 32 (64-wide
+	// tiles would compute a third more columns than there are).
+	const bool tc = v4 && M > 32, narrow = tc && N % 64 == 32;
+	const int BM = M <= 32 ? 32 : narrow ? 128 : 64, BN = narrow ? 32 : 64, BK = 32;
 	const int tiles = ((M + BM - 1) / BM) * ((N + BN - 1) / BN);
 	const int nK = (K + BK - 1) / BK;
 	const int target = 4 * s->m->sms;
@@ -453,7 +456,9 @@ int gemm(tbc_pool *s, AOp a, const float *W, int M, int N, int K, const Epi &e) 
 	}
 	void (*tiled)(AOp, const float *, int, int, int, int, Epi, float *) =
 	    BM == 32 ? (v4 ? k_gemm<32, 32, true> : k_gemm<32, 32, false>)
-	             : (v4 ? k_gemm_tc : k_gemm<64, 32, false>);
+	    : narrow ? k_gemm_tc<128, 32>
+	    : tc     ? k_gemm_tc<64, 64>
+	             : k_gemm<64, 32, false>;
 	LAUNCH(tiled, grid, 256, 0, a, W, M, N, K, kChunk, e, s->ws);
 	if (S > 1) {
 		int blocks = (int)std::min<size_t>(((size_t)M * N + 255) / 256, 4096);
@@ -643,7 +648,8 @@ int preload() {
 	CK(cudaFuncGetAttributes(&fa, k_gemm<32, 32, true>));
 	CK(cudaFuncGetAttributes(&fa, k_gemm<32, 32, false>));
 	CK(cudaFuncGetAttributes(&fa, k_gemm<64, 32, true>));
-	CK(cudaFuncGetAttributes(&fa, k_gemm_tc));
+	CK(cudaFuncGetAttributes(&fa, k_gemm_tc<64, 64>));
+	CK(cudaFuncGetAttributes(&fa, k_gemm_tc<128, 32>));
 	CK(cudaFuncGetAttributes(&fa, k_gemm<64, 32, false>));
 	CK(cudaFuncGetAttributes(&fa, k_skinny2<0, true, false>));
 	CK(cudaFuncGetAttributes(&fa, k_skinny2<0, true, true>));

@@ -491,43 +491,57 @@ __global__ void __launch_bounds__(256) k_gemm(AOp a, const float *__restrict__ W
 
 // ---------------------------------------------------------------------------
 // Tensor-core product (3xTF32) for M > 32 with A's rows and W's rows float4
-// aligned (cin and K multiples of 4): 64 x 64 tiles, 32 deep, copied to
-// shared memory by cp.async two tiles ahead of use, rows k-contiguous with 4
-// floats of padding so a warp's fragment reads hit 32 banks. Each of the 8
-// warps owns 32 x 16 outputs as 2 x 2 m16n8 tiles; acc[mi·2+ni][r] is
-// element r of tile (mi, ni): rows g and g+8, columns 2q and 2q+1.
-// Split K and the epilogue as in k_gemm.
-constexpr int TC_BM = 64, TC_BN = 64, TC_BK = 32, TC_LD = TC_BK + 4;
+// aligned (cin and K multiples of 4): BM x BN tiles (64 x 64, or 128 x 32
+// for N an odd multiple of 32 such as the last vocoder block's 96 channels,
+// which 64-wide tiles would pad by a third), 32 deep, copied to shared
+// memory by cp.async two tiles ahead of use, rows k-contiguous with 4 floats
+// of padding so a warp's fragment reads hit 32 banks. Each of the 8 warps
+// owns 32 x 16 outputs as 2 x 2 m16n8 tiles; acc[mi·2+ni][r] is element r of
+// tile (mi, ni): rows g and g+8, columns 2q and 2q+1. Split K and the
+// epilogue as in k_gemm.
+constexpr int TC_BK = 32, TC_LD = TC_BK + 4;
 
 __device__ __forceinline__ void cp_async16(float *dst, const float *src, bool valid) {
 	const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
 	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(valid ? 16 : 0));
 }
 
+template <int BM, int BN>
 __global__ void __launch_bounds__(256) k_gemm_tc(AOp a, const float *__restrict__ W, int M, int N, int K,
                                                  int kChunk, Epi e, float *__restrict__ ws) {
-	__shared__ __align__(16) float As[2][TC_BM][TC_LD];
-	__shared__ __align__(16) float Bs[2][TC_BN][TC_LD];
+	constexpr int WN = BN / 16, LA = BM / 32, LB = BN / 32; // warps along N; float4 copies a thread, A and W
+	static_assert((BM / 32) * WN == 8 && LB >= 1, "8 warps of 32 x 16");
+	__shared__ __align__(16) float As[2][BM][TC_LD];
+	__shared__ __align__(16) float Bs[2][BN][TC_LD];
 	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, q = lane & 3;
-	const int wm = (warp >> 2) * 32, wn = (warp & 3) * 16;
-	const int m0 = blockIdx.y * TC_BM, n0 = blockIdx.x * TC_BN;
+	const int wm = (warp / WN) * 32, wn = (warp % WN) * 16;
+	const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
 	const int kb = blockIdx.z * kChunk, ke = min(K, kb + kChunk);
-	// Each thread copies 2 float4 of A and 2 of W a tile: rows idx / 8,
-	// k offset (idx % 8)·4; a row past M or N copies zeros.
-	const float *arow[2], *brow[2];
+	// Copy l of a thread covers row (tid + l·256) / 8, k offset
+	// ((tid + l·256) % 8)·4; a row past M or N copies zeros.
+	const float *arow[LA], *brow[LB];
 #pragma unroll
-	for (int l = 0; l < 2; l++) {
+	for (int l = 0; l < LA; l++) {
 		const int r = (tid + l * 256) >> 3;
 		arow[l] = m0 + r < M ? a.x + phys(a.rows, m0 + r, a.cin) : nullptr;
+	}
+#pragma unroll
+	for (int l = 0; l < LB; l++) {
+		const int r = (tid + l * 256) >> 3;
 		brow[l] = n0 + r < N ? W + (size_t)(n0 + r) * K : nullptr;
 	}
 	auto load = [&](int st, int k0) {
 #pragma unroll
-		for (int l = 0; l < 2; l++) {
+		for (int l = 0; l < LA; l++) {
 			const int idx = tid + l * 256, r = idx >> 3, kq = (idx & 7) * 4, k = k0 + kq;
-			const bool in = k < ke;
-			cp_async16(&As[st][r][kq], arow[l] && in ? arow[l] + im2col_off(a, k) : a.x, arow[l] && in);
-			cp_async16(&Bs[st][r][kq], brow[l] && in ? brow[l] + k : W, brow[l] && in);
+			const bool in = arow[l] && k < ke;
+			cp_async16(&As[st][r][kq], in ? arow[l] + im2col_off(a, k) : a.x, in);
+		}
+#pragma unroll
+		for (int l = 0; l < LB; l++) {
+			const int idx = tid + l * 256, r = idx >> 3, kq = (idx & 7) * 4, k = k0 + kq;
+			const bool in = brow[l] && k < ke;
+			cp_async16(&Bs[st][r][kq], in ? brow[l] + k : W, in);
 		}
 		asm volatile("cp.async.commit_group;");
 	};
