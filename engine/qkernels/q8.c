@@ -92,9 +92,7 @@ AVX2_TARGET static inline __m256 lane(__m256 v, int i) {
 // rows (8 accumulators). The combined scales of eight blocks are formed with
 // one vector multiply a pair and read back as broadcasts. On the dev VM's
 // EPYC (one thread, 3072x1024 weights, 40 rows) 27-31 -> 32-33 GMAC/s against
-// one weight row at a time. Every (row, activation) sum runs over the blocks
-// in order into one accumulator, as row_avx2's four-row loop does, so the
-// two give the same bits.
+// one weight row at a time.
 AVX2_TARGET static void rows2_avx2(int r, int nx4, int kb, const int8_t *wq, const float *wd, const int8_t *xq,
                                    const float *xd, const float *bias, float *y, int ldy) {
 	size_t xrow = (size_t)kb * Q8_BLOCK;
@@ -144,8 +142,9 @@ AVX2_TARGET static void rows2_avx2(int r, int nx4, int kb, const int8_t *wq, con
 	}
 }
 
-// One weight row against activation rows j0..nx-1: four at a time (each
-// weight block loaded once for the four), then one at a time.
+// One weight row against activation rows j0..nx-1, one at a time: decoding
+// (one activation row), the rows of a prefill past the last multiple of
+// four, and a band's odd last weight row.
 AVX2_TARGET static void row_avx2(int r, int j0, int kb, const int8_t *wq, const float *wd, int nx, const int8_t *xq,
                                  const float *xd, const float *bias, float *y, int ldy) {
 	size_t xrow = (size_t)kb * Q8_BLOCK;
@@ -153,44 +152,7 @@ AVX2_TARGET static void row_avx2(int r, int j0, int kb, const int8_t *wq, const 
 	const int8_t *w = wq + (size_t)r * xrow;
 	const float *ws = wd + (size_t)r * kb;
 	float bv = bias ? bias[r] : 0.0f;
-	int j = j0;
-	for (; j + 4 <= nx; j += 4) {
-		const int8_t *x0 = xq + (size_t)j * xrow;
-		const float *s0 = xd + (size_t)j * kb;
-		__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-		for (int b8 = 0; b8 < kb8; b8 += 8) {
-			__m256 sw = _mm256_loadu_ps(ws + b8);
-			__m256 c0 = _mm256_mul_ps(sw, _mm256_loadu_ps(s0 + b8));
-			__m256 c1 = _mm256_mul_ps(sw, _mm256_loadu_ps(s0 + kb + b8));
-			__m256 c2 = _mm256_mul_ps(sw, _mm256_loadu_ps(s0 + 2 * kb + b8));
-			__m256 c3 = _mm256_mul_ps(sw, _mm256_loadu_ps(s0 + 3 * kb + b8));
-			for (int i = 0; i < 8; i++) {
-				int b = b8 + i;
-				__m256i wv = _mm256_loadu_si256((const __m256i *)(w + b * Q8_BLOCK));
-				__m256i aw = _mm256_sign_epi8(wv, wv);
-				const int8_t *xb = x0 + b * Q8_BLOCK;
-				a0 = _mm256_fmadd_ps(lane(c0, i), _mm256_cvtepi32_ps(dot_block256(aw, wv, xb)), a0);
-				a1 = _mm256_fmadd_ps(lane(c1, i), _mm256_cvtepi32_ps(dot_block256(aw, wv, xb + xrow)), a1);
-				a2 = _mm256_fmadd_ps(lane(c2, i), _mm256_cvtepi32_ps(dot_block256(aw, wv, xb + 2 * xrow)), a2);
-				a3 = _mm256_fmadd_ps(lane(c3, i), _mm256_cvtepi32_ps(dot_block256(aw, wv, xb + 3 * xrow)), a3);
-			}
-		}
-		for (int b = kb8; b < kb; b++) {
-			__m256i wv = _mm256_loadu_si256((const __m256i *)(w + b * Q8_BLOCK));
-			__m256i aw = _mm256_sign_epi8(wv, wv);
-			float sw = ws[b];
-			const int8_t *xb = x0 + b * Q8_BLOCK;
-			a0 = _mm256_fmadd_ps(_mm256_set1_ps(sw * s0[b]), _mm256_cvtepi32_ps(dot_block256(aw, wv, xb)), a0);
-			a1 = _mm256_fmadd_ps(_mm256_set1_ps(sw * s0[kb + b]), _mm256_cvtepi32_ps(dot_block256(aw, wv, xb + xrow)), a1);
-			a2 = _mm256_fmadd_ps(_mm256_set1_ps(sw * s0[2 * kb + b]), _mm256_cvtepi32_ps(dot_block256(aw, wv, xb + 2 * xrow)), a2);
-			a3 = _mm256_fmadd_ps(_mm256_set1_ps(sw * s0[3 * kb + b]), _mm256_cvtepi32_ps(dot_block256(aw, wv, xb + 3 * xrow)), a3);
-		}
-		y[(size_t)j * ldy + r] = hsum256(a0) + bv;
-		y[(size_t)(j + 1) * ldy + r] = hsum256(a1) + bv;
-		y[(size_t)(j + 2) * ldy + r] = hsum256(a2) + bv;
-		y[(size_t)(j + 3) * ldy + r] = hsum256(a3) + bv;
-	}
-	for (; j < nx; j++) {
+	for (int j = j0; j < nx; j++) {
 		const int8_t *x0 = xq + (size_t)j * xrow;
 		const float *s0 = xd + (size_t)j * kb;
 		// Four accumulators so the fma chains are not latency bound, and
@@ -232,12 +194,10 @@ AVX2_TARGET static void row_avx2(int r, int j0, int kb, const int8_t *wq, const 
 AVX2_TARGET static void gemm_avx2(int r0, int r1, int kb, const int8_t *wq, const float *wd, int nx,
                                   const int8_t *xq, const float *xd, const float *bias, float *y, int ldy) {
 	int nx4 = nx & ~3, r = r0;
-	if (nx4 > 0) {
-		for (; r + 2 <= r1; r += 2) {
-			rows2_avx2(r, nx4, kb, wq, wd, xq, xd, bias, y, ldy);
-			row_avx2(r, nx4, kb, wq, wd, nx, xq, xd, bias, y, ldy);
-			row_avx2(r + 1, nx4, kb, wq, wd, nx, xq, xd, bias, y, ldy);
-		}
+	for (; nx4 > 0 && r + 2 <= r1; r += 2) {
+		rows2_avx2(r, nx4, kb, wq, wd, xq, xd, bias, y, ldy);
+		row_avx2(r, nx4, kb, wq, wd, nx, xq, xd, bias, y, ldy);
+		row_avx2(r + 1, nx4, kb, wq, wd, nx, xq, xd, bias, y, ldy);
 	}
 	for (; r < r1; r++) row_avx2(r, 0, kb, wq, wd, nx, xq, xd, bias, y, ldy);
 }

@@ -647,7 +647,6 @@ int preload() {
 	cudaFuncAttributes fa;
 	CK(cudaFuncGetAttributes(&fa, k_gemm<32, 32, true>));
 	CK(cudaFuncGetAttributes(&fa, k_gemm<32, 32, false>));
-	CK(cudaFuncGetAttributes(&fa, k_gemm<64, 32, true>));
 	CK(cudaFuncGetAttributes(&fa, k_gemm_tc<64, 64>));
 	CK(cudaFuncGetAttributes(&fa, k_gemm_tc<128, 32>));
 	CK(cudaFuncGetAttributes(&fa, k_gemm<64, 32, false>));
