@@ -106,8 +106,9 @@ func Quantize(w []float32, rows, cols, threads int) *Matrix {
 		return m
 	}
 	_ = w[rows*cols-1]
+	path := Best()
 	parallel(threads, rows, rows*cols/8, func(lo, hi int) {
-		quantizeRows(w[lo*cols:], hi-lo, cols, cols, m.Q[lo*kb*Block:], m.D[lo*kb:])
+		quantizeRows(path, w[lo*cols:], hi-lo, cols, cols, m.Q[lo*kb*Block:], m.D[lo*kb:])
 	})
 	return m
 }
@@ -126,8 +127,10 @@ func (m *Matrix) Dequantize() []float32 {
 	return w
 }
 
-func quantizeRows(x []float32, n, cols, ldx int, q []int8, d []float32) {
-	C.q8_quantize_rows((*C.float)(unsafe.Pointer(&x[0])), C.int(n), C.int(cols), C.int(ldx),
+// quantizeRows quantizes with path's instructions; every path gives the same
+// bytes.
+func quantizeRows(p Path, x []float32, n, cols, ldx int, q []int8, d []float32) {
+	C.q8_quantize_rows(C.int(p), (*C.float)(unsafe.Pointer(&x[0])), C.int(n), C.int(cols), C.int(ldx),
 		(*C.int8_t)(unsafe.Pointer(&q[0])), (*C.float)(unsafe.Pointer(&d[0])))
 }
 
@@ -193,7 +196,7 @@ func (k *Kernels) MatMul(m *Matrix, b, x []float32, n int, y []float32) {
 		a.d = make([]float32, n*kb)
 	}
 	aq, ad := a.q[:n*kb*Block], a.d[:n*kb]
-	quantizeRows(x, n, m.Cols, m.Cols, aq, ad)
+	quantizeRows(k.path, x, n, m.Cols, m.Cols, aq, ad)
 	var bp *C.float
 	if b != nil {
 		bp = (*C.float)(unsafe.Pointer(&b[0]))

@@ -17,8 +17,10 @@ int q8_compiled(int path);
 
 // q8_quantize_rows quantizes n rows of cols floats (x, row stride ldx) into
 // blocks: row i's kb = ceil(cols/32) blocks at qs + i*kb*32 and d + i*kb;
-// the last block is zero-padded.
-void q8_quantize_rows(const float *x, int n, int cols, int ldx, int8_t *qs, float *d);
+// the last block is zero-padded. Every path gives the same bytes (path only
+// picks the instructions), so the paths' products differ only in the order
+// their float sums are added.
+void q8_quantize_rows(int path, const float *x, int n, int cols, int ldx, int8_t *qs, float *d);
 
 // q8_gemm sets y[j*ldy + r] = bias[r] + Σ_b wd[r,b]·xd[j,b]·Σ_i wq[r,b,i]·xq[j,b,i]
 // for weight rows r in [r0, r1) and activation rows j in [0, nx); kb blocks a

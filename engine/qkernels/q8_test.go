@@ -20,7 +20,7 @@ func exact(m *Matrix, b, x []float32, n int) []float64 {
 	kb := m.Blocks
 	xq := make([]int8, n*kb*Block)
 	xd := make([]float32, n*kb)
-	quantizeRows(x, n, m.Cols, m.Cols, xq, xd)
+	quantizeRows(Portable, x, n, m.Cols, m.Cols, xq, xd)
 	y := make([]float64, n*m.Rows)
 	for i := 0; i < n; i++ {
 		for r := 0; r < m.Rows; r++ {
@@ -169,5 +169,48 @@ func TestEmpty(t *testing.T) {
 	k.MatMul(Quantize(make([]float32, 6), 2, 3, 1), nil, nil, 0, y)
 	if _, err := ParsePath("avx3"); err == nil {
 		t.Error("ParsePath accepted an unknown name")
+	}
+}
+
+// TestQuantizePathsIdentical: every path quantizes to the bytes of the
+// portable definition, so only the products' sum order differs between
+// paths. Rows cover a partial last block, a row stride wider than the row,
+// all-zero and tiny blocks, values that round at exactly .5 steps, huge
+// values, and blocks holding NaN or an infinity (which the SIMD form hands to
+// the portable one).
+func TestQuantizePathsIdentical(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	const n, cols, ldx = 9, 3*Block + 7, 3*Block + 12
+	x := randomSlice(rng, n*ldx)
+	for c := 0; c < Block; c++ {
+		x[ldx+c] = 0                       // row 1, block 0: all zero
+		x[2*ldx+c] = float32(c-16) * 1e-40 // row 2: subnormal values
+		x[3*ldx+c] = float32(c-16) + 0.5   // row 3: scale 1, every value a tie
+		x[4*ldx+c] = float32(c-16) * 3e37  // row 4: near the float32 limit
+	}
+	x[3*ldx+Block-1] = 127
+	x[5*ldx+3] = float32(math.NaN())
+	x[6*ldx+Block+2] = float32(math.Inf(1))
+	x[7*ldx+2*Block] = float32(math.Inf(-1))
+	x[8*ldx+3*Block+1] = float32(math.NaN()) // in the partial last block
+	kb := (cols + Block - 1) / Block
+	wantQ, wantD := make([]int8, n*kb*Block), make([]float32, n*kb)
+	quantizeRows(Portable, x, n, cols, ldx, wantQ, wantD)
+	for _, p := range Paths() {
+		q, d := make([]int8, n*kb*Block), make([]float32, n*kb)
+		for i := range q {
+			q[i] = 99 // padding must be written, not left
+		}
+		quantizeRows(p, x, n, cols, ldx, q, d)
+		for i := range q {
+			if q[i] != wantQ[i] {
+				t.Fatalf("%s: byte %d (row %d, block %d) = %d, portable %d", p, i, i/(kb*Block), i%(kb*Block)/Block, q[i], wantQ[i])
+			}
+		}
+		for i := range d {
+			if math.Float32bits(d[i]) != math.Float32bits(wantD[i]) {
+				t.Fatalf("%s: scale %d = %v, portable %v", p, i, d[i], wantD[i])
+			}
+		}
 	}
 }
