@@ -5,7 +5,7 @@ import (
 	"math"
 
 	"talkbox/engine/cores"
-	"talkbox/engine/linalg"
+	"talkbox/engine/f32vec"
 )
 
 // layer is one Qwen3 decoder block. q/k/v and gate/up are fused into single
@@ -136,7 +136,7 @@ func (s *stack) attention(ws *workspace, threads int, keys, vals []float32, n, p
 			sc := sc[:last+1]
 			mx := float32(math.Inf(-1))
 			for t := 0; t <= last; t++ {
-				v := linalg.Dot(q, keys[t*kvd+kvOff:t*kvd+kvOff+hd]) * scale
+				v := f32vec.Dot(q, keys[t*kvd+kvOff:t*kvd+kvOff+hd]) * scale
 				sc[t] = v
 				mx = max(mx, v)
 			}
@@ -150,11 +150,7 @@ func (s *stack) attention(ws *workspace, threads int, keys, vals []float32, n, p
 			out := ws.attn[i*s.qDim()+hh*hd : i*s.qDim()+(hh+1)*hd]
 			clear(out)
 			for t, w := range sc {
-				w *= inv
-				v := vals[t*kvd+kvOff : t*kvd+kvOff+hd]
-				for j := range out {
-					out[j] += w * v[j]
-				}
+				f32vec.AddScaled(out, vals[t*kvd+kvOff:t*kvd+kvOff+hd], w*inv)
 			}
 		}
 	})

@@ -3,6 +3,8 @@ package linalg
 import (
 	"runtime"
 	"sync"
+
+	"talkbox/engine/f32vec"
 )
 
 // goKernels is the pure-Go implementation: rows are split into one contiguous
@@ -49,7 +51,7 @@ func (g *goKernels) MatVec(m *Matrix, b, x, y []float32) {
 	x = x[:m.Cols]
 	ParallelRows(g.threads, m.Rows, m.Rows*m.Cols, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
-			y[r] = Dot(m.Row(r), x) + biasAt(b, r)
+			y[r] = f32vec.Dot(m.Row(r), x) + biasAt(b, r)
 		}
 	})
 }
@@ -80,31 +82,6 @@ func (g *goKernels) MatMul(m *Matrix, b, x []float32, n int, y []float32) {
 			}
 		}
 	})
-}
-
-// Dot is a float32 dot product over len(a) with 8 partial sums (b must be at
-// least as long). The engines also use it outside the matrix products, for
-// attention scores.
-func Dot(a, b []float32) float32 {
-	b = b[:len(a)]
-	var s0, s1, s2, s3, s4, s5, s6, s7 float32
-	i := 0
-	for ; i+8 <= len(a); i += 8 {
-		aa := a[i : i+8 : i+8]
-		bb := b[i : i+8 : i+8]
-		s0 += aa[0] * bb[0]
-		s1 += aa[1] * bb[1]
-		s2 += aa[2] * bb[2]
-		s3 += aa[3] * bb[3]
-		s4 += aa[4] * bb[4]
-		s5 += aa[5] * bb[5]
-		s6 += aa[6] * bb[6]
-		s7 += aa[7] * bb[7]
-	}
-	for ; i < len(a); i++ {
-		s0 += a[i] * b[i]
-	}
-	return ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
 }
 
 // dot4 computes w·x0 .. w·x3 in one pass over w.

@@ -86,14 +86,6 @@ func TestEmptyProducts(t *testing.T) {
 	}
 }
 
-func TestDot(t *testing.T) {
-	a := []float32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}
-	b := []float32{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 99}
-	if got := Dot(a, b); got != 77 {
-		t.Errorf("Dot = %v, want 77", got)
-	}
-}
-
 // TestMatMulRowsIndependent: for n >= 2 a row's result has the same bits
 // whichever rows share the call and wherever it sits (the prompt builder
 // relies on it: a token's projected row must not change with the rows before
