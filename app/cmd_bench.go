@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"talkbox/engine"
 	"talkbox/engine/backend"
 	"talkbox/engine/codec"
+	"talkbox/engine/cores"
 	"talkbox/engine/cpu"
 	"talkbox/engine/cuda"
 	"talkbox/engine/cudacodec"
@@ -200,7 +200,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if f.cloneOnly {
-		rep.Device, rep.Timer = fmt.Sprintf("CPU (%d threads)", runtime.GOMAXPROCS(0)), "wall"
+		rep.Device, rep.Timer = fmt.Sprintf("CPU (%d threads)", cores.Limit()), "wall"
 		return json.NewEncoder(stdout).Encode(rep)
 	}
 	if f.backend == engine.BackendCPU {

@@ -3,13 +3,13 @@ package codec
 import (
 	"math"
 	"math/rand/v2"
-	"runtime"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"talkbox/engine/backend"
+	"talkbox/engine/cores"
 	"talkbox/engine/model"
 )
 
@@ -47,7 +47,7 @@ func BenchStreaming(d *Decoder, frames int, seed uint64) BenchResult {
 		last = now
 	}
 	var per []float64
-	res := BenchResult{Frames: frames, Threads: runtime.GOMAXPROCS(0), StageMS: map[string]float64{}}
+	res := BenchResult{Frames: frames, Threads: cores.Limit(), StageMS: map[string]float64{}}
 	for f := 0; f < frames; f++ {
 		var c backend.Codes
 		for g := range c {

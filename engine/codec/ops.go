@@ -2,7 +2,6 @@ package codec
 
 import (
 	"math"
-	"runtime"
 
 	"talkbox/engine/codec/gemm"
 	snakec "talkbox/engine/codec/snake"
@@ -15,7 +14,7 @@ func expf(x float32) float32 { return float32(math.Exp(float64(x))) }
 // the LM leaves free (engine/cores), when the work (T·width) is large enough
 // to pay for goroutines.
 func parallelRows(T, width int, fn func(t0, t1 int)) {
-	p := runtime.GOMAXPROCS(0)
+	p := cores.Limit()
 	if p <= 1 || T < 2 || T*width < 1<<14 {
 		fn(0, T)
 		return

@@ -1,6 +1,7 @@
 package cores
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -42,8 +43,12 @@ func settledBusy() int32 {
 	return busy.Load()
 }
 
-// TestLimitBoundsConcurrentWork: two loops side by side never have more than
-// Limit goroutines computing at once, and each still finishes.
+// TestLimitBoundsConcurrentWork: helpers join a loop only while fewer than
+// Limit goroutines compute, so one loop never has more than Limit at once;
+// a loop's caller always works on it, so with two loops side by side one
+// caller may arrive while helpers fill the limit (Limit + 1 at most). Each
+// loop still finishes. (The process has more Ps than Limit, so the bounds
+// are not just the scheduler's.)
 func TestLimitBoundsConcurrentWork(t *testing.T) {
 	old := SetLimit(3)
 	defer SetLimit(old)
@@ -63,6 +68,13 @@ func TestLimitBoundsConcurrentWork(t *testing.T) {
 		_ = s
 		running.Add(-1)
 	}
+	for rep := 0; rep < 20; rep++ {
+		For(64, 1, 8, body)
+	}
+	if p := peak.Load(); p > 3 {
+		t.Errorf("one loop: %d goroutines computed at once, limit 3", p)
+	}
+	peak.Store(0)
 	var wg sync.WaitGroup
 	for g := 0; g < 2; g++ {
 		wg.Add(1)
@@ -74,11 +86,24 @@ func TestLimitBoundsConcurrentWork(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if p := peak.Load(); p > 3 {
-		t.Errorf("%d goroutines computed at once, limit 3", p)
+	if p := peak.Load(); p > 4 {
+		t.Errorf("two loops: %d goroutines computed at once, limit 3 plus one caller", p)
 	}
 	if Limit() != 3 {
 		t.Errorf("Limit() = %d", Limit())
+	}
+}
+
+// TestSchedulerHeadroom: the process has spare Ps beyond the cores the
+// loops compute on, and Limit defaults to those cores.
+func TestSchedulerHeadroom(t *testing.T) {
+	if got, want := runtime.GOMAXPROCS(0), int(ncores)+schedulerHeadroom; got != want {
+		t.Errorf("GOMAXPROCS = %d, want %d cores + %d", got, ncores, schedulerHeadroom)
+	}
+	old := SetLimit(0)
+	defer SetLimit(old)
+	if Limit() != int(ncores) || ncores < 1 {
+		t.Errorf("Limit() = %d, cores %d", Limit(), ncores)
 	}
 }
 

@@ -7,11 +7,11 @@ package cpu
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"time"
 
 	"talkbox/engine/backend"
+	"talkbox/engine/cores"
 	"talkbox/engine/linalg"
 	"talkbox/engine/model"
 	"talkbox/engine/qkernels"
@@ -23,7 +23,7 @@ const numPredicted = backend.NumGroups - 1
 
 // Options configure the CPU engine.
 type Options struct {
-	Threads int // matrix-product threads; 0 = GOMAXPROCS
+	Threads int // matrix-product threads; 0 = every core engine/cores computes on
 	// MaxPositions bounds the KV cache (prefill + frames); 0 means
 	// backend.Positions' default. The cache grows as it is used.
 	MaxPositions int
@@ -80,7 +80,7 @@ func New(m *model.Model, opt Options) (*LM, error) {
 	}
 	threads := opt.Threads
 	if threads <= 0 {
-		threads = runtime.GOMAXPROCS(0)
+		threads = cores.Limit()
 	}
 	prec, err := ParsePrecision(string(opt.Precision))
 	if err != nil {

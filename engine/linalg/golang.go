@@ -1,9 +1,9 @@
 package linalg
 
 import (
-	"runtime"
 	"sync"
 
+	"talkbox/engine/cores"
 	"talkbox/engine/f32vec"
 )
 
@@ -13,11 +13,11 @@ import (
 type goKernels struct{ threads int }
 
 // NewGo returns the pure-Go kernels with the given number of goroutines
-// (0 = GOMAXPROCS). Tests compare them with the default ones, and -tags
+// (0 = every core engine/cores computes on). Tests compare them with the default ones, and -tags
 // noblas builds use them as the default.
 func NewGo(threads int) Kernels {
 	if threads <= 0 {
-		threads = runtime.GOMAXPROCS(0)
+		threads = cores.Limit()
 	}
 	return &goKernels{threads: threads}
 }

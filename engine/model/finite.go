@@ -3,10 +3,10 @@ package model
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"sort"
 	"sync"
 
+	"talkbox/engine/cores"
 	"talkbox/engine/safetensors"
 )
 
@@ -27,7 +27,7 @@ func CheckFinite(f *safetensors.File, want []TensorSpec) error {
 		next <- w.Name
 	}
 	close(next)
-	for i := 0; i < runtime.GOMAXPROCS(0); i++ {
+	for i := 0; i < cores.Limit(); i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

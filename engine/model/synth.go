@@ -9,11 +9,11 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 	"sync"
 
+	"talkbox/engine/cores"
 	"talkbox/engine/safetensors"
 	"talkbox/internal/atomicfile"
 )
@@ -281,7 +281,7 @@ func fillRandom(buf []byte, dt safetensors.DType, center, halfWidth float64, see
 	n := len(buf) / size
 	const block = 1 << 16
 	blocks := (n + block - 1) / block
-	workers := runtime.GOMAXPROCS(0)
+	workers := cores.Limit()
 	var wg sync.WaitGroup
 	next := make(chan int, blocks)
 	for b := 0; b < blocks; b++ {

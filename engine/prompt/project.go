@@ -3,9 +3,9 @@ package prompt
 import (
 	"log/slog"
 	"math"
-	"runtime"
 	"sync/atomic"
 
+	"talkbox/engine/cores"
 	"talkbox/engine/linalg"
 )
 
@@ -134,7 +134,7 @@ func (p *projector) mlp(x []float32, n int) []float32 {
 	hid := make([]float32, rows*p.textH)
 	p.k.MatMul(&p.fc1, p.b1, x, rows, hid)
 	// SiLU costs about 20 multiply-adds per element (the exp).
-	linalg.ParallelRows(runtime.GOMAXPROCS(0), rows, 20*len(hid), func(lo, hi int) {
+	linalg.ParallelRows(cores.Limit(), rows, 20*len(hid), func(lo, hi int) {
 		for j := lo * p.textH; j < hi*p.textH; j++ {
 			hid[j] = silu(hid[j])
 		}

@@ -27,11 +27,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"sync"
 	"unsafe"
 
+	"talkbox/engine/cores"
 	"talkbox/engine/qkernels"
 	"talkbox/engine/safetensors"
 	"talkbox/internal/atomicfile"
@@ -56,7 +56,7 @@ func KeyOf(f *safetensors.File, version string) (Key, error) {
 		next <- i
 	}
 	close(next)
-	for w := 0; w < runtime.GOMAXPROCS(0); w++ {
+	for w := 0; w < cores.Limit(); w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -17,7 +17,6 @@ import (
 	"fmt"
 
 	"os"
-	"runtime"
 	"sync"
 	"talkbox/engine/cores"
 	"unsafe"
@@ -148,13 +147,13 @@ type acts struct {
 }
 
 // New returns kernels on path p (which must be Supported) with threads
-// goroutines (0 = GOMAXPROCS).
+// goroutines (0 = every core engine/cores computes on).
 func New(p Path, threads int) (*Kernels, error) {
 	if !Supported(p) {
 		return nil, fmt.Errorf("qkernels: path %s is not supported on this machine", p)
 	}
 	if threads <= 0 {
-		threads = runtime.GOMAXPROCS(0)
+		threads = cores.Limit()
 	}
 	return &Kernels{path: p, threads: threads}, nil
 }

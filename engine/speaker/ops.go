@@ -3,8 +3,8 @@ package speaker
 import (
 	"fmt"
 	"math"
-	"runtime"
 
+	"talkbox/engine/cores"
 	"talkbox/engine/linalg"
 	"talkbox/engine/safetensors"
 )
@@ -14,7 +14,7 @@ import (
 
 // parallel runs fn over [0,n) in one contiguous band per CPU.
 func parallel(n int, fn func(lo, hi int)) {
-	linalg.ParallelRows(runtime.GOMAXPROCS(0), n, n<<15, fn)
+	linalg.ParallelRows(cores.Limit(), n, n<<15, fn)
 }
 
 // padMode is how a convolution fills samples outside the input.

@@ -20,7 +20,6 @@ import "C"
 import (
 	"fmt"
 	"os"
-	"runtime"
 	"unsafe"
 
 	"golang.org/x/sys/cpu"
@@ -192,7 +191,7 @@ func Conv(out, a []float32, M, lda int, off []int, w *Matrix, bias []float32) {
 			(*C.float)(unsafe.Pointer(&w.p[0])), C.int(w.N), bp, C.int(m0), C.int(m1), C.int(p0), C.int(p1))
 	}
 	panels := (w.N + NR - 1) / NR
-	workers := min(runtime.GOMAXPROCS(0), 16)
+	workers := min(cores.Limit(), 16)
 	if workers <= 1 || M*w.N*w.K < parallelMinMACs {
 		run(0, M, 0, panels)
 		return
