@@ -90,10 +90,14 @@ func tryJoin() bool {
 // loop before they sleep: a decode step is a few hundred loops of 20-300 us
 // each, and waking a sleeping thread for every one (and sleeping the caller
 // on a WaitGroup) cost more than the second core gave (an int8 LM frame took
-// longer on two threads than on one). While spinning they yield the core to
-// any other runnable goroutine, and they sleep at once when every core is
+// longer on two threads than on one). They sleep at once when every core is
 // computing (For callers, helpers and Occupy stages), so a spinner never
-// waits in the run queue beside the stages' own threads. A helper leaves
+// takes a core from the stages' own threads. Spinners (and a caller waiting
+// for a helper's last chunk) do not yield to the Go scheduler: other
+// goroutines run on the spare Ps (schedulerHeadroom), and yielding every
+// few microseconds cost an LM frame ~11k OS context switches a second
+// (dev VM, two cores: 145k -> 38k over a 40-frame run, frame 106-114 ->
+// 78-96 ms). A helper leaves
 // the busy count just after its last chunk, so Limit may be exceeded by a
 // finishing helper for an instant; it is a pacing rule, not a lock.
 func For(n, align, maxWorkers int, fn func(lo, hi int)) {
@@ -118,10 +122,7 @@ func For(n, align, maxWorkers int, fn func(lo, hi int)) {
 	j.work()
 	busy.Add(-1)
 	// Chunks a helper has taken may still be running.
-	for spins := 0; j.done.Load() < j.chunks; spins++ {
-		if spins%64 == 63 {
-			runtime.Gosched()
-		}
+	for j.done.Load() < j.chunks {
 	}
 }
 
@@ -225,7 +226,6 @@ func helper() {
 				break // every core computes: a runnable spinner would only take one from them
 			}
 			if spins%64 == 0 {
-				runtime.Gosched() // a runnable goroutine gets this core
 				if time.Since(idleSince) > spinFor {
 					break
 				}
