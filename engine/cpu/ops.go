@@ -27,8 +27,6 @@ func rmsNormRows(dst, x, w []float32, n int, eps float32) {
 	}
 }
 
-func silu(x float32) float32 { return x / (1 + float32(math.Exp(float64(-x)))) }
-
 // rope holds rotate-half RoPE tables, grown on demand: cos/sin of
 // pos·inv_freq[j] for j < headDim/2, in float32 as the official code builds
 // them (inv_freq = 1/theta^(2j/d) in float32, angle product in float32).

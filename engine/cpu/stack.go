@@ -6,6 +6,7 @@ import (
 
 	"talkbox/engine/cores"
 	"talkbox/engine/f32vec"
+	"talkbox/engine/swiglu"
 )
 
 // layer is one Qwen3 decoder block. q/k/v and gate/up are fused into single
@@ -101,12 +102,15 @@ func (s *stack) forward(ctx context.Context, k prods, x []float32, n int, cache 
 		rmsNormRows(ws.h, x, L.postNorm, n, s.eps)
 		k.mul(L.gateUp, nil, ws.h, n, ws.gu)
 		I := s.inter
-		// SiLU's exp is a fair share of a decode step: split it (each
-		// element computed as alone, so the result does not change).
+		// Split over the cores in pieces of whole rows or row segments
+		// (each element computed as alone, so the result does not change).
 		parallelFor(k.threads, n*I, 256, func(lo, hi int) {
-			for e := lo; e < hi; e++ {
+			for e := lo; e < hi; {
 				i, j := e/I, e%I
-				ws.act[e] = silu(ws.gu[i*2*I+j]) * ws.gu[i*2*I+I+j]
+				end := min(hi-e, I-j)
+				g := ws.gu[i*2*I:]
+				swiglu.Apply(ws.act[e:e+end], g[j:j+end], g[I+j:I+j+end])
+				e += end
 			}
 		})
 		k.mul(L.down, nil, ws.act, n, ws.tmp)

@@ -2,11 +2,11 @@ package prompt
 
 import (
 	"log/slog"
-	"math"
 	"sync/atomic"
 
 	"talkbox/engine/cores"
 	"talkbox/engine/linalg"
+	"talkbox/engine/swiglu"
 )
 
 // TextProjector runs the text projection on an accelerator: for rows rows of
@@ -136,12 +136,10 @@ func (p *projector) mlp(x []float32, n int) []float32 {
 	// SiLU costs about 20 multiply-adds per element (the exp).
 	linalg.ParallelRows(cores.Limit(), rows, 20*len(hid), func(lo, hi int) {
 		for j := lo * p.textH; j < hi*p.textH; j++ {
-			hid[j] = silu(hid[j])
+			hid[j] = swiglu.Silu(hid[j])
 		}
 	})
 	y := make([]float32, rows*p.h)
 	p.k.MatMul(&p.fc2, p.b2, hid, rows, y)
 	return y[:n*p.h]
 }
-
-func silu(v float32) float32 { return v / (1 + float32(math.Exp(float64(-v)))) }
