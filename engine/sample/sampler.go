@@ -23,6 +23,7 @@ var ErrNoCandidate = errors.New("sample: no finite logit to choose from")
 //     draw with u, accumulating in ascending token-id order.
 type Sampler struct {
 	scaled []float32
+	vals   []float32
 	order  []int32
 	probs  []float64
 }
@@ -49,28 +50,28 @@ func (s *Sampler) Pick(logits []float32, p Params, u float64) (int, error) {
 	if len(s.order) == 0 {
 		return -1, ErrNoCandidate
 	}
-	needSort := (p.TopK > 0 && p.TopK < len(s.order)) || p.TopP < 1
-	if needSort {
-		// Descending by value, ties by ascending id, so the order is total.
-		slices.SortFunc(s.order, func(a, b int32) int {
-			va, vb := s.scaled[a], s.scaled[b]
-			switch {
-			case va > vb:
-				return -1
-			case va < vb:
-				return 1
-			}
-			return int(a) - int(b)
-		})
-	}
 	kept := s.order
 	if p.TopK > 0 && p.TopK < len(kept) {
-		threshold := s.scaled[kept[p.TopK-1]]
-		end := p.TopK
-		for end < len(kept) && s.scaled[kept[end]] >= threshold {
-			end++
+		// Every token at or above the k-th largest value, found by
+		// selection instead of sorting all (a decode frame samples 16 times
+		// from 2048-3072 logits, and sorting them was ~2% of an int8 CPU
+		// frame); top-p sorts only the kept ones.
+		s.vals = slices.Grow(s.vals[:0], len(kept))[:len(kept)]
+		for i, id := range kept {
+			s.vals[i] = s.scaled[id]
+		}
+		threshold := kthLargest(s.vals, p.TopK)
+		end := 0
+		for _, id := range kept {
+			if s.scaled[id] >= threshold {
+				kept[end] = id
+				end++
+			}
 		}
 		kept = kept[:end]
+	}
+	if p.TopP < 1 {
+		sortDescending(s.scaled, kept)
 	}
 	if p.TopP < 1 && len(kept) > 1 {
 		kept = kept[:nucleusSize(s.scaled, kept, p.TopP, &s.probs)]
@@ -149,4 +150,66 @@ func Argmax(logits []float32) (int, error) {
 		return -1, ErrNoCandidate
 	}
 	return best, nil
+}
+
+// sortDescending orders ids by value, largest first, ties by ascending id,
+// so the order is total.
+func sortDescending(scaled []float32, ids []int32) {
+	slices.SortFunc(ids, func(a, b int32) int {
+		va, vb := scaled[a], scaled[b]
+		switch {
+		case va > vb:
+			return -1
+		case va < vb:
+			return 1
+		}
+		return int(a) - int(b)
+	})
+}
+
+// kthLargest returns the k-th largest of v (1 <= k <= len(v), duplicates
+// counted, no NaN), reordering v: a quickselect with three-way partitions,
+// so runs of equal values cost one pass.
+func kthLargest(v []float32, k int) float32 {
+	lo, hi := 0, len(v) // the answer is in v[lo:hi], at rank k-lo there
+	for {
+		if hi-lo == 1 {
+			return v[lo]
+		}
+		pivot := median3(v[lo], v[lo+(hi-lo)/2], v[hi-1])
+		// v[lo:gt] > pivot, v[gt:i] == pivot, v[lt:hi] < pivot.
+		gt, i, lt := lo, lo, hi
+		for i < lt {
+			switch x := v[i]; {
+			case x > pivot:
+				v[gt], v[i] = v[i], v[gt]
+				gt++
+				i++
+			case x < pivot:
+				lt--
+				v[lt], v[i] = v[i], v[lt]
+			default:
+				i++
+			}
+		}
+		switch {
+		case k <= gt-lo:
+			hi = gt
+		case k <= lt-lo:
+			return pivot
+		default:
+			k -= lt - lo
+			lo = lt
+		}
+	}
+}
+
+func median3(a, b, c float32) float32 {
+	if a > b {
+		a, b = b, a
+	}
+	if b > c {
+		b = c
+	}
+	return max(a, b)
 }

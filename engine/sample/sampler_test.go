@@ -3,6 +3,8 @@ package sample
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -175,5 +177,85 @@ func TestUniform(t *testing.T) {
 	}
 	if Uniform(1, 0, 0) == Uniform(2, 0, 0) {
 		t.Error("different seeds give the same draw")
+	}
+}
+
+// pickBySorting is Pick as specified, by sorting every candidate: the
+// reference for the selection Pick uses for top-k.
+func pickBySorting(logits []float32, p Params, u float64) int {
+	scaled := make([]float32, len(logits))
+	var order []int32
+	for i, v := range logits {
+		scaled[i] = v / float32(p.Temperature)
+		if !math.IsNaN(float64(v)) && !math.IsInf(float64(scaled[i]), -1) {
+			order = append(order, int32(i))
+		}
+	}
+	sortDescending(scaled, order)
+	kept := order
+	if p.TopK > 0 && p.TopK < len(kept) {
+		end := p.TopK
+		for end < len(kept) && scaled[kept[end]] >= scaled[kept[p.TopK-1]] {
+			end++
+		}
+		kept = kept[:end]
+	}
+	if p.TopP < 1 && len(kept) > 1 {
+		var buf []float64
+		kept = kept[:nucleusSize(scaled, kept, p.TopP, &buf)]
+	}
+	s := Sampler{scaled: scaled}
+	return s.draw(append([]int32(nil), kept...), u)
+}
+
+// TestTopKSelectionMatchesSorting: on random logits with many ties (values
+// drawn from a few levels), NaN and -inf, every top-k/top-p/draw combination
+// picks what sorting everything picks.
+func TestTopKSelectionMatchesSorting(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	var s Sampler
+	for trial := 0; trial < 3000; trial++ {
+		n := 1 + rng.IntN(300)
+		levels := 1 + rng.IntN(40)
+		logits := make([]float32, n)
+		for i := range logits {
+			logits[i] = float32(rng.IntN(levels)) * 0.37
+			switch rng.IntN(50) {
+			case 0:
+				logits[i] = float32(math.NaN())
+			case 1:
+				logits[i] = float32(math.Inf(-1))
+			}
+		}
+		p := Params{DoSample: true, Temperature: 0.5 + rng.Float64(), TopK: rng.IntN(n + 2), TopP: 1}
+		if rng.IntN(2) == 0 {
+			p.TopP = 0.05 + 0.9*rng.Float64()
+		}
+		u := rng.Float64()
+		got, err := s.Pick(logits, p, u)
+		if err != nil {
+			continue // every logit NaN or -inf: both ways have no candidate
+		}
+		if want := pickBySorting(logits, p, u); got != want {
+			t.Fatalf("trial %d (n %d, %+v, u %v): picked %d, sorting picks %d", trial, n, p, u, got, want)
+		}
+	}
+}
+
+// TestKthLargest: the selection against a sort, duplicates included.
+func TestKthLargest(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for trial := 0; trial < 2000; trial++ {
+		n := 1 + rng.IntN(200)
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(rng.IntN(1 + rng.IntN(30)))
+		}
+		sorted := slices.Clone(v)
+		slices.Sort(sorted)
+		k := 1 + rng.IntN(n)
+		if got, want := kthLargest(v, k), sorted[n-k]; got != want {
+			t.Fatalf("n %d k %d: %v, want %v", n, k, got, want)
+		}
 	}
 }
