@@ -3,6 +3,8 @@
 # other on the same machine: Talkbox f32 (the reference), Talkbox int8, and
 # the official qwen-tts package on PyTorch CPU, all generating FRAMES frames.
 # Prints three JSON lines (plus a thread-scaling pair for Talkbox int8).
+# Talkbox's end-to-end figures are medians of 5 runs after a warm-up (one run
+# on a shared VM swings by 15% or more).
 #
 #   tools/sidebyside/run.sh [SYNTH_DIR] [FRAMES]
 #
@@ -20,11 +22,11 @@ TOK=../shared/testdata/golden/checkpoints/qwen3-tts-tiny-customvoice
 
 for p in f32 int8; do
 	bin/talkbox bench --model "$SYNTH" --backend cpu --precision "$p" --frames 6 --runs 2 \
-		--codec-frames 4 --e2e-frames "$FRAMES" --e2e-runs 1
+		--codec-frames 4 --e2e-frames "$FRAMES" --e2e-runs 5
 done
 for t in 1 2; do
 	bin/talkbox bench --model "$SYNTH" --backend cpu --precision int8 --threads "$t" --frames 6 --runs 2 \
-		--codec-frames 4 --e2e-frames "$FRAMES" --e2e-runs 1
+		--codec-frames 4 --e2e-frames "$FRAMES" --e2e-runs 5
 done
 
 if [ ! -x "$VENV/bin/python" ]; then
