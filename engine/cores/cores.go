@@ -97,9 +97,9 @@ func tryJoin() bool {
 // goroutines run on the spare Ps (schedulerHeadroom), and yielding every
 // few microseconds cost an LM frame ~11k OS context switches a second
 // (dev VM, two cores: 145k -> 38k over a 40-frame run, frame 106-114 ->
-// 78-96 ms). A helper leaves
-// the busy count just after its last chunk, so Limit may be exceeded by a
-// finishing helper for an instant; it is a pacing rule, not a lock.
+// 78-96 ms). A helper leaves the busy count just after its last chunk, so
+// Limit may be exceeded by a finishing helper for an instant; it is a pacing
+// rule, not a lock.
 func For(n, align, maxWorkers int, fn func(lo, hi int)) {
 	if n <= 0 {
 		return

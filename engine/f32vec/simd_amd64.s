@@ -1,6 +1,6 @@
 #include "textflag.h"
 
-// These kernels keep the float32 rounding of the Go loops in golang.go step
+// These kernels keep the float32 rounding of the Go loops in f32vec.go step
 // for step: a product is rounded, then added (VMULPS, VADDPS: no fused
 // multiply-add), and lane k of the accumulator sums the same elements in the
 // same order as the Go loop's partial sum s_k.

@@ -12,9 +12,9 @@ import (
 // the additions do not serialise on one register.
 type goKernels struct{ threads int }
 
-// NewGo returns the pure-Go kernels with the given number of goroutines
-// (0 = every core engine/cores computes on). Tests compare them with the default ones, and -tags
-// noblas builds use them as the default.
+// NewGo returns the pure-Go kernels with the given number of goroutines (0 =
+// every core engine/cores computes on). Tests compare them with the default
+// ones, and -tags noblas builds use them as the default.
 func NewGo(threads int) Kernels {
 	if threads <= 0 {
 		threads = cores.Limit()
