@@ -344,10 +344,16 @@ __global__ void __launch_bounds__(128) k_attn2(const float *__restrict__ qkv, co
 // 3xTF32 on the tensor cores: x = hi + lo with hi and lo TF32, and
 // a·b ~ a_hi·b_hi + a_hi·b_lo + a_lo·b_hi in float32 accumulators, which
 // keeps float32's accuracy (the dropped a_lo·b_lo is 2^-22 of a product).
+// hi is x rounded to nearest on its top 19 bits (ties away from zero, as
+// cvt.rna), lo the exact rest x - hi cut to TF32 (an error of at most 2^-21
+// of x): four integer and float operations. cvt.rna.tf32.f32 itself is no
+// single instruction on sm_80/sm_90 (ptxas expands it with NaN and range
+// checks), and the two of a split were most of the product's instructions.
+// Inputs are finite activations and weights; the rounding would carry a
+// value within 2^-11 of FLT_MAX into infinity.
 __device__ __forceinline__ void split_tf32(float x, uint32_t &hi, uint32_t &lo) {
-	asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(hi) : "f"(x));
-	const float r = x - __uint_as_float(hi);
-	asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(lo) : "f"(r));
+	hi = (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
+	lo = __float_as_uint(x - __uint_as_float(hi)) & 0xffffe000u;
 }
 
 // c += a·b for one m16n8k8 tile (A row-major, B column-major fragments).
@@ -530,20 +536,25 @@ __global__ void __launch_bounds__(256) k_gemm_tc(AOp a, const float *__restrict_
 		const int r = (tid + l * 256) >> 3;
 		brow[l] = n0 + r < N ? W + (size_t)(n0 + r) * K : nullptr;
 	}
+	// Every copy of a thread is at k offset kq of the tile; A's im2col offset
+	// of k0 + kq (tap, channel) advances with the tiles rather than being
+	// divided out of k for each copy.
+	const int kq = (tid & 7) * 4, tapStride = a.dil * a.cin;
+	int tap = (kb + kq) / a.cin, ch = kb + kq - tap * a.cin;
 	auto load = [&](int st, int k0) {
+		const int k = k0 + kq, off = tap * tapStride + ch;
 #pragma unroll
 		for (int l = 0; l < LA; l++) {
-			const int idx = tid + l * 256, r = idx >> 3, kq = (idx & 7) * 4, k = k0 + kq;
 			const bool in = arow[l] && k < ke;
-			cp_async16(&As[st][r][kq], in ? arow[l] + im2col_off(a, k) : a.x, in);
+			cp_async16(&As[st][(tid + l * 256) >> 3][kq], in ? arow[l] + off : a.x, in);
 		}
 #pragma unroll
 		for (int l = 0; l < LB; l++) {
-			const int idx = tid + l * 256, r = idx >> 3, kq = (idx & 7) * 4, k = k0 + kq;
 			const bool in = brow[l] && k < ke;
-			cp_async16(&Bs[st][r][kq], in ? brow[l] + k : W, in);
+			cp_async16(&Bs[st][(tid + l * 256) >> 3][kq], in ? brow[l] + k : W, in);
 		}
 		asm volatile("cp.async.commit_group;");
+		for (ch += TC_BK; ch >= a.cin; ch -= a.cin) tap++;
 	};
 	float acc[4][4] = {};
 	load(0, kb);
