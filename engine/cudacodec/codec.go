@@ -135,6 +135,7 @@ func (c *Codec) newStream() (*Stream, error) {
 		return nil, err
 	}
 	p.free = p.free[:len(p.free)-1]
+	p.merger.join()
 	c.streams++
 	return &Stream{c: c, p: p, slot: slot}, nil
 }
@@ -238,6 +239,7 @@ func (s *Stream) Close() error {
 	}
 	s.c.mu.Lock()
 	s.p.free = append(s.p.free, s.slot)
+	s.p.merger.leave()
 	s.p = nil
 	s.c.streams--
 	s.c.release()

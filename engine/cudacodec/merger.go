@@ -3,6 +3,7 @@ package cudacodec
 import (
 	"errors"
 	"sync"
+	"time"
 
 	"talkbox/engine/backend"
 )
@@ -14,17 +15,25 @@ import (
 // remainder (at most maxPushFrames), answers the pushes that are complete,
 // and takes the pushes that arrived meanwhile into the next launch. Once its
 // own push is answered it hands the lead to a push still waiting, so no
-// stream decodes for others after its own frames are done. A lone push thus
-// runs at once on its own goroutine, as it would without a merger.
+// stream decodes for others after its own frames are done.
+//
+// Before a launch the leader waits, up to gather, for a push from every
+// stream that holds a slot (open). The batched LM hands all its streams
+// their frames at once, but their pushes arrive one by one; launching the
+// first alone cost a whole extra launch a frame (a 1-stream launch is a
+// third of a 16-stream one). A lone stream's push (open 1) runs at once.
 type merger struct {
 	spf    int
 	launch launchFunc
+	gather time.Duration
 
 	mu      sync.Mutex
 	queue   []*pushReq // arrived, not yet in a launch
 	pending []*pushReq // in launches, not complete (the leader's)
+	open    int        // streams holding a slot
 	leading bool
 	stopped bool
+	arrived chan struct{} // a push arrived or a stream left (the gathering leader's wake-up)
 
 	// The leader's buffers, reused.
 	slots []int32
@@ -47,7 +56,37 @@ type pushReq struct {
 
 var errStopped = errors.New("cudacodec: pool closed")
 
-func newMerger(spf int, launch launchFunc) *merger { return &merger{spf: spf, launch: launch} }
+// gatherWait is the longest a launch waits for the pool's other streams'
+// pushes. The pushes of one batched step arrive within tens of
+// microseconds; a stream that holds a slot but is not decoding (between
+// utterance stages) costs each launch this much.
+const gatherWait = 300 * time.Microsecond
+
+func newMerger(spf int, launch launchFunc, gather time.Duration) *merger {
+	return &merger{spf: spf, launch: launch, gather: gather, arrived: make(chan struct{}, 1)}
+}
+
+// join and leave count the streams that hold a slot: the pushes a launch
+// gathers for.
+func (m *merger) join() {
+	m.mu.Lock()
+	m.open++
+	m.mu.Unlock()
+}
+
+func (m *merger) leave() {
+	m.mu.Lock()
+	m.open--
+	m.mu.Unlock()
+	m.wake()
+}
+
+func (m *merger) wake() {
+	select {
+	case m.arrived <- struct{}{}:
+	default:
+	}
+}
 
 // push decodes frames for slot into out and waits for the result. A slot
 // has at most one push in flight (its stream serialises them).
@@ -62,6 +101,9 @@ func (m *merger) push(slot int, frames []backend.Codes, out []float32) error {
 	lead := !m.leading
 	m.leading = true
 	m.mu.Unlock()
+	if !lead {
+		m.wake()
+	}
 	for !lead {
 		select {
 		case err := <-r.done:
@@ -86,9 +128,7 @@ func (m *merger) stop() {
 func (m *merger) lead(own *pushReq) {
 	for {
 		m.mu.Lock()
-		m.pending = append(m.pending, m.queue...)
-		clear(m.queue)
-		m.queue = m.queue[:0]
+		m.take()
 		if own.next == len(own.frames) || len(m.pending) == 0 {
 			if len(m.pending) > 0 {
 				m.pending[0].lead <- struct{}{}
@@ -97,6 +137,12 @@ func (m *merger) lead(own *pushReq) {
 			}
 			m.mu.Unlock()
 			return
+		}
+		if len(m.pending) < m.open && m.gather > 0 {
+			m.mu.Unlock()
+			m.awaitPushes()
+			m.mu.Lock()
+			m.take()
 		}
 		pending := m.pending
 		m.mu.Unlock()
@@ -111,6 +157,35 @@ func (m *merger) lead(own *pushReq) {
 		clear(m.pending[len(kept):])
 		m.pending = kept
 		m.mu.Unlock()
+	}
+}
+
+// take moves the pushes that arrived into the leader's pending ones (m.mu
+// held). A slot has one push in flight at most, so len(m.pending) is the
+// number of streams with frames to decode.
+func (m *merger) take() {
+	m.pending = append(m.pending, m.queue...)
+	clear(m.queue)
+	m.queue = m.queue[:0]
+}
+
+// awaitPushes returns once every open stream has a push in, or after
+// m.gather.
+func (m *merger) awaitPushes() {
+	t := time.NewTimer(m.gather)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.arrived:
+			m.mu.Lock()
+			all := len(m.pending)+len(m.queue) >= m.open
+			m.mu.Unlock()
+			if all {
+				return
+			}
+		case <-t.C:
+			return
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"talkbox/engine/backend"
 )
@@ -83,7 +84,7 @@ func TestMergerJoinsConcurrentPushes(t *testing.T) {
 	entered := make(chan int, 8)
 	gate := make(chan struct{})
 	f := &fakeDecoder{frames: map[int32]int{}}
-	m := newMerger(2, gatedLaunch(f, entered, gate))
+	m := newMerger(2, gatedLaunch(f, entered, gate), 0)
 	var wg sync.WaitGroup
 	outs := make([][]float32, 4)
 	errs := make([]error, 4)
@@ -124,7 +125,7 @@ func TestMergerPassesTheLead(t *testing.T) {
 	entered := make(chan int, 8)
 	gate := make(chan struct{})
 	f := &fakeDecoder{frames: map[int32]int{}}
-	m := newMerger(2, gatedLaunch(f, entered, gate))
+	m := newMerger(2, gatedLaunch(f, entered, gate), 0)
 	first := make(chan error, 1)
 	go func() { first <- m.push(0, codesFrom(0, 1), make([]float32, 2)) }()
 	<-entered
@@ -155,7 +156,7 @@ func TestMergerPassesTheLead(t *testing.T) {
 // maxPushFrames), and the longer pushes go on in later launches.
 func TestMergerUnequalPushes(t *testing.T) {
 	f := &fakeDecoder{frames: map[int32]int{}}
-	m := newMerger(2, f.launch)
+	m := newMerger(2, f.launch, 0)
 	lens := []int{2, 11, 5}
 	reqs := make([]*pushReq, 3)
 	var out [3][]float32
@@ -188,7 +189,7 @@ func TestMergerUnequalPushes(t *testing.T) {
 func TestMergerError(t *testing.T) {
 	boom := errors.New("boom")
 	f := &fakeDecoder{frames: map[int32]int{}, fail: boom}
-	m := newMerger(2, f.launch)
+	m := newMerger(2, f.launch, 0)
 	if err := m.push(1, codesFrom(0, 2), make([]float32, 4)); !errors.Is(err, boom) {
 		t.Fatalf("push in a failed launch: %v, want boom", err)
 	}
@@ -203,5 +204,78 @@ func TestMergerError(t *testing.T) {
 	m.stop()
 	if err := m.push(1, codesFrom(0, 1), make([]float32, 2)); !errors.Is(err, errStopped) {
 		t.Fatalf("push after stop: %v, want errStopped", err)
+	}
+}
+
+// TestMergerGathersOpenStreams: with three streams open, a push waits for
+// the other two and all three go out in one launch, though they arrive one
+// by one; the gather window is far longer than the test, so a launch made
+// without the others would show as three launches.
+func TestMergerGathersOpenStreams(t *testing.T) {
+	f := &fakeDecoder{frames: map[int32]int{}}
+	m := newMerger(2, f.launch, time.Minute)
+	for range 3 {
+		m.join()
+	}
+	var wg sync.WaitGroup
+	outs := make([][]float32, 3)
+	for s := range 3 {
+		outs[s] = make([]float32, 2)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := m.push(s, codesFrom(10*s, 1), outs[s]); err != nil {
+				t.Errorf("slot %d: %v", s, err)
+			}
+		}()
+		time.Sleep(5 * time.Millisecond) // the pushes arrive apart
+	}
+	wg.Wait()
+	for s := range 3 {
+		checkOut(t, outs[s], s, 0, 10*s)
+	}
+	if len(f.launches) != 1 || len(f.launches[0]) != 3 {
+		t.Errorf("launches %v, want one launch of the three streams", f.launches)
+	}
+}
+
+// TestMergerGatherEnds: a launch waits no longer than the window for an open
+// stream that does not push, and not at all when its stream is the only one
+// open or the others leave.
+func TestMergerGatherEnds(t *testing.T) {
+	f := &fakeDecoder{frames: map[int32]int{}}
+	const window = 30 * time.Millisecond
+	m := newMerger(2, f.launch, window)
+	m.join()
+	start := time.Now()
+	if err := m.push(0, codesFrom(0, 1), make([]float32, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d >= window {
+		t.Errorf("a lone open stream's push took %v, want no wait (window %v)", d, window)
+	}
+	m.join() // a second stream holds a slot but never pushes
+	start = time.Now()
+	if err := m.push(0, codesFrom(1, 1), make([]float32, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < window || d > 20*window {
+		t.Errorf("push beside an idle open stream took %v, want the window (%v)", d, window)
+	}
+	// The idle stream leaves mid-wait: the launch goes at once.
+	m2 := newMerger(2, f.launch, time.Minute)
+	m2.join()
+	m2.join()
+	done := make(chan error, 1)
+	go func() { done <- m2.push(0, codesFrom(0, 1), make([]float32, 2)) }()
+	time.Sleep(5 * time.Millisecond)
+	m2.leave()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("push still waiting after the other stream left")
 	}
 }

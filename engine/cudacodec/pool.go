@@ -39,7 +39,7 @@ func (c *Codec) newPool(n int) (*pool, error) {
 	for i := n - 1; i >= 0; i-- {
 		p.free = append(p.free, i)
 	}
-	p.merger = newMerger(c.spf, p.launch)
+	p.merger = newMerger(c.spf, p.launch, gatherWait)
 	return p, nil
 }
 
