@@ -30,6 +30,7 @@ struct tb_batch : DeviceMem {
   int wrows = 0;
   float *x = nullptr, *xin = nullptr, *in = nullptr, *qkv = nullptr, *mlp = nullptr, *hn = nullptr;
   float *tlog = nullptr, *plog = nullptr;  // [2 cap][V] (steps' rows, then admissions'), [cap][G - 1][Vp]
+  SplitK sk;                               // the step's products' split-K scratch
   cudaEvent_t done = nullptr;
   // A step's launches as a CUDA graph for each row count (captured on first
   // use on their own stream, launched on the engine's): some 900 small
@@ -90,10 +91,13 @@ void batch_sample(tb_batch* b, cudaStream_t st, const int32_t* rows, int n, cons
 void batch_stack(tb_batch* b, cudaStream_t st, const StackD& S, const std::vector<LayerD>& layers,
                  const bt::RowMap& m) {
   const int QN = (S.nh + 2 * S.nkv) * HD;
-  tc_layers<true>(st, S, layers.data(), m.n, b->x, b->in, b->qkv, b->mlp, [&](int l, const LayerD& L) {
-    bt::rope_attend<<<m.n / bt::rows_per_stream(m) * S.nkv, bt::AT, 0, st>>>(b->s, m, S, l, L.q_norm, L.k_norm,
-                                                                              b->qkv, QN, b->in);
-  });
+  tc_layers<true>(
+      st, S, layers.data(), m.n, b->x, b->in, b->qkv, b->mlp,
+      [&](int l, const LayerD& L) {
+        bt::rope_attend<<<m.n / bt::rows_per_stream(m) * S.nkv, bt::AT, 0, st>>>(b->s, m, S, l, L.q_norm,
+                                                                                  L.k_norm, b->qkv, QN, b->in);
+      },
+      &b->sk);
 }
 
 // The frame of every stream in rows[0..n) (device list b->d_rows): the code
@@ -110,15 +114,17 @@ int batch_frame(tb_batch* b, cudaStream_t st, int n) {
     float* raw = w.proj_w ? b->xin : b->x;
     bt::predictor_input<<<n, pf::PT, 0, st>>>(b->s, b->d_rows, w, H, j, raw);
     if (w.proj_w) {
-      gemm_run<pf::EPI_STORE>(st, {w.proj_w, nullptr, Hp, H, b->xin, H, rows, b->x, Hp});
+      gemm_run<pf::EPI_STORE>(st, {w.proj_w, nullptr, Hp, H, b->xin, H, rows, b->x, Hp}, &b->sk);
       bt::add_bias<<<std::min(rows * Hp / pf::PT + 1, 1024), pf::PT, 0, st>>>(b->x, rows, Hp, w.proj_b);
     }
     batch_stack(b, st, C, e->cp_layers, bt::RowMap{b->d_rows, rows, 0, j});
     // The step's logits come from each stream's last row: row 2r + 1 at step 1.
     const float* last = j == 1 ? b->x + Hp : b->x;
     const int ld = j == 1 ? 2 * Hp : Hp;
-    gemm_run<pf::EPI_STORE, true>(st, {w.cp_heads + (size_t)(j - 1) * b->Vp * Hp, nullptr, b->Vp, Hp, last, ld, n,
-                                       b->plog + (size_t)(j - 1) * b->Vp, (b->G - 1) * b->Vp, C.final_norm, C.eps});
+    gemm_run<pf::EPI_STORE, true>(st,
+                                  {w.cp_heads + (size_t)(j - 1) * b->Vp * Hp, nullptr, b->Vp, Hp, last, ld, n,
+                                   b->plog + (size_t)(j - 1) * b->Vp, (b->G - 1) * b->Vp, C.final_norm, C.eps},
+                                  &b->sk);
     batch_sample(b, st, b->d_rows, n, b->plog + (size_t)(j - 1) * b->Vp, (size_t)(b->G - 1) * b->Vp, b->Vp,
                  bt::SAMPLE_PREDICTOR, j);
   }
@@ -126,7 +132,7 @@ int batch_frame(tb_batch* b, cudaStream_t st, int n) {
   batch_stack(b, st, T, e->tk_layers, bt::RowMap{b->d_rows, n, 1, 0});
   pf::rms_rows<<<n, pf::PT, 0, st>>>(b->x, H, H, T.final_norm, T.eps, b->hn, H);
   bt::scatter_rows<<<n, pf::PT, 0, st>>>(b->hn, H, b->d_rows, b->s.hidden);
-  gemm_run<pf::EPI_STORE>(st, {w.codec_head, nullptr, b->V, H, b->hn, H, n, b->tlog, b->V});
+  gemm_run<pf::EPI_STORE>(st, {w.codec_head, nullptr, b->V, H, b->hn, H, n, b->tlog, b->V}, &b->sk);
   batch_sample(b, st, b->d_rows, n, b->tlog, b->V, b->V, bt::SAMPLE_TALKER, 0);
   CK(cudaGetLastError());
   return 0;
@@ -242,6 +248,14 @@ tb_batch* tb_batch_create(tb_engine* e, int max_streams, int max_positions) {
       b->alloc(&b->in, (size_t)rows * std::max(maxW, AOmax)) || b->alloc(&b->qkv, (size_t)rows * QN) ||
       b->alloc(&b->mlp, (size_t)rows * Imax) || b->alloc(&b->hn, (size_t)rows * maxW) ||
       b->alloc(&b->tlog, (size_t)2 * cap * w.V) || b->alloc(&b->plog, (size_t)cap * (w.G - 1) * w.Vp))
+    return bail();
+  // Split K only where the tiles are fewer than the SMs, into about one CTA
+  // an SM: at most 2 sms slices' partials of the largest tile shape.
+  b->sk.sms = e->sms;
+  b->sk.ntickets = e->sms;
+  b->sk.ws_floats = (size_t)2 * e->sms * pf::split_partials(4, 2, true);
+  if (b->alloc(&b->sk.ws, b->sk.ws_floats) || b->alloc(&b->sk.tickets, b->sk.ntickets) ||
+      cudaMemset(b->sk.tickets, 0, b->sk.ntickets * sizeof(unsigned)) != cudaSuccess)
     return bail();
   if (cudaMallocHost(&b->h_rows, rows * sizeof(int32_t)) != cudaSuccess ||
       cudaMallocHost(&b->h_out, (size_t)cap * bt::OUTW * sizeof(int32_t)) != cudaSuccess ||

@@ -331,40 +331,80 @@ bool tc_prefill_fits(const tb_stack_dims& d) {
 // Row tiles per CTA (16 rows each): enough for the prompt in one pass up to 64 rows.
 int gemm_mt(int rows) { return rows <= 16 ? 1 : rows <= 32 ? 2 : 4; }
 
+// SplitK is the scratch that lets a product split K over CTAs (pf::GemmArgs:
+// ws, tickets) when its column tiles are fewer than the SMs. Only the
+// batched decode passes one: its products have 16-64 rows, so the tiles
+// are few and each CTA's work is short.
+struct SplitK {
+  float* ws = nullptr;
+  size_t ws_floats = 0;
+  unsigned* tickets = nullptr;  // [ntickets], zero
+  int ntickets = 0;
+  int sms = 0;
+};
+
+// The row tiles whose products split K: two (17-32 rows). There it took the
+// batched step at 32 streams from 7.5 to 6.4 ms (H100, 0.6B); at one row
+// tile it changed the step by -2% to +1% and at four (64 streams) made it
+// 1% slower, so those keep the unsplit kernel.
+constexpr bool split_k_rows(int MT) { return MT == 2; }
+
 template <int MT, int NT8, int EPI, bool NORM>
-void gemm_launch(cudaStream_t st, const pf::GemmArgs& g) {
+void gemm_launch(cudaStream_t st, pf::GemmArgs g, const SplitK* sk) {
   const int cols = EPI == pf::EPI_SILU ? 4 * NT8 : 8 * NT8;
-  const dim3 grid(g.N / cols, (g.M + 16 * MT - 1) / (16 * MT));
+  dim3 grid(g.N / cols, (g.M + 16 * MT - 1) / (16 * MT));
+  if constexpr (split_k_rows(MT)) {
+    const int tiles = grid.x * grid.y, steps = (g.K + pf::KSTEP - 1) / pf::KSTEP;
+    // Slices of at least two K steps a warp, enough of them for about one
+    // CTA an SM.
+    int ks = sk && tiles < sk->sms && tiles <= sk->ntickets ? std::min(sk->sms / tiles, steps / (2 * pf::PW)) : 1;
+    if (ks > 1) {
+      const int per = (steps + ks - 1) / ks;
+      ks = (steps + per - 1) / per;
+      if ((size_t)ks * tiles * pf::split_partials(MT, NT8, NORM) <= sk->ws_floats) {
+        grid.z = ks;
+        g.kc = per * pf::KSTEP;
+        g.ws = sk->ws;
+        g.tickets = sk->tickets;
+        pf::gemm<MT, NT8, EPI, NORM, true><<<grid, pf::PT, 0, st>>>(g);
+        return;
+      }
+    }
+  }
   pf::gemm<MT, NT8, EPI, NORM><<<grid, pf::PT, 0, st>>>(g);
 }
 
 // Column tiles per CTA (NT8): wide N (QKV, gate/up, heads) takes 4 tiles so a
 // CTA reuses each activation load 4 times (2 at 4 row tiles, for registers);
 // N = hidden (O, down) takes 1 so there are still ~128 CTAs to stream the
-// weights. EPI_SILU's tiles are half gate, half up: at least 2. N must be a
-// multiple of the narrowest choice's columns (8; EPI_SILU 4); the batched
-// decode's tiny test shapes take it where the wide one does not divide N.
+// weights, or the wide tiles when K may be split (sk). EPI_SILU's tiles are
+// half gate, half up: at least 2. N must be a multiple of the narrowest
+// choice's columns (8; EPI_SILU 4); the batched decode's tiny test shapes
+// take it where the wide one does not divide N.
 template <int MT, int EPI, bool NORM>
-void gemm_cols(cudaStream_t st, const pf::GemmArgs& g) {
+void gemm_cols(cudaStream_t st, const pf::GemmArgs& g, const SplitK* sk) {
   constexpr int wide = MT <= 2 ? 4 : 2;
   constexpr int narrow = EPI == pf::EPI_SILU ? 2 : 1;
   constexpr int unit = EPI == pf::EPI_SILU ? 4 : 8;
-  if (EPI != pf::EPI_ADD && g.N % (wide * unit) == 0) gemm_launch<MT, wide, EPI, NORM>(st, g);
-  else gemm_launch<MT, narrow, EPI, NORM>(st, g);
+  if ((EPI != pf::EPI_ADD || (split_k_rows(MT) && sk)) && g.N % (wide * unit) == 0)
+    gemm_launch<MT, wide, EPI, NORM>(st, g, sk);
+  else
+    gemm_launch<MT, narrow, EPI, NORM>(st, g, sk);
 }
 
-// NORM: g.A's rows RMSNorm'd with g.norm on the way in (pf::gemm).
+// NORM: g.A's rows RMSNorm'd with g.norm on the way in (pf::gemm). sk: K
+// may be split (SplitK).
 template <int EPI, bool NORM = false>
-void gemm_run(cudaStream_t st, const pf::GemmArgs& g) {
+void gemm_run(cudaStream_t st, const pf::GemmArgs& g, const SplitK* sk = nullptr) {
   switch (gemm_mt(g.M)) {
     case 1:
-      gemm_cols<1, EPI, NORM>(st, g);
+      gemm_cols<1, EPI, NORM>(st, g, sk);
       break;
     case 2:
-      gemm_cols<2, EPI, NORM>(st, g);
+      gemm_cols<2, EPI, NORM>(st, g, sk);
       break;
     default:
-      gemm_cols<4, EPI, NORM>(st, g);
+      gemm_cols<4, EPI, NORM>(st, g, sk);
   }
 }
 
@@ -377,25 +417,25 @@ void gemm_run(cudaStream_t st, const pf::GemmArgs& g) {
 // tested against the cooperative passes).
 template <bool FUSED_NORM = false, class Attend>
 void tc_layers(cudaStream_t st, const StackD& S, const LayerD* layers, int n, float* x, float* in, float* qkv,
-               float* mlp, Attend attend) {
+               float* mlp, Attend attend, const SplitK* sk = nullptr) {
   const int H = S.H, I = S.I, AO = S.nh * HD, QN = (S.nh + 2 * S.nkv) * HD;
   for (int l = 0; l < S.L; l++) {
     const LayerD& L = layers[l];
     if (FUSED_NORM) {
-      gemm_run<pf::EPI_STORE, true>(st, {L.qkv, nullptr, QN, H, x, H, n, qkv, QN, L.in_norm, S.eps});
+      gemm_run<pf::EPI_STORE, true>(st, {L.qkv, nullptr, QN, H, x, H, n, qkv, QN, L.in_norm, S.eps}, sk);
     } else {
       pf::rms_rows<<<n, pf::PT, 0, st>>>(x, H, H, L.in_norm, S.eps, in, H);
-      gemm_run<pf::EPI_STORE>(st, {L.qkv, nullptr, QN, H, in, H, n, qkv, QN});
+      gemm_run<pf::EPI_STORE>(st, {L.qkv, nullptr, QN, H, in, H, n, qkv, QN}, sk);
     }
     attend(l, L);
-    gemm_run<pf::EPI_ADD>(st, {L.o, nullptr, H, AO, in, AO, n, x, H});
+    gemm_run<pf::EPI_ADD>(st, {L.o, nullptr, H, AO, in, AO, n, x, H}, sk);
     if (FUSED_NORM) {
-      gemm_run<pf::EPI_SILU, true>(st, {L.gate, L.up, I, H, x, H, n, mlp, I, L.post_norm, S.eps});
+      gemm_run<pf::EPI_SILU, true>(st, {L.gate, L.up, I, H, x, H, n, mlp, I, L.post_norm, S.eps}, sk);
     } else {
       pf::rms_rows<<<n, pf::PT, 0, st>>>(x, H, H, L.post_norm, S.eps, in, H);
-      gemm_run<pf::EPI_SILU>(st, {L.gate, L.up, I, H, in, H, n, mlp, I});
+      gemm_run<pf::EPI_SILU>(st, {L.gate, L.up, I, H, in, H, n, mlp, I}, sk);
     }
-    gemm_run<pf::EPI_ADD>(st, {L.down, nullptr, H, I, mlp, I, n, x, H});
+    gemm_run<pf::EPI_ADD>(st, {L.down, nullptr, H, I, mlp, I, n, x, H}, sk);
   }
 }
 

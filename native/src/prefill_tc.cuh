@@ -56,7 +56,20 @@ struct GemmArgs {
   // NORM: A's rows are RMSNorm'd (weights norm [K], epsilon eps) on the way in.
   const uint16_t* norm;
   float eps;
+  // Split K (gemm's SPLIT, gridDim.z slices): slice z covers K columns [z kc, (z + 1) kc); each
+  // CTA leaves its tile's partial sums in ws and the last of a tile's slices
+  // to finish (tickets[tile], zero between launches) adds them in slice
+  // order and runs the epilogue. Unset: kc is K.
+  int kc;
+  float* ws;
+  unsigned* tickets;
 };
+
+// The floats a split-K slice of one CTA leaves in GemmArgs::ws: its tile's
+// partial products, then (NORM) its rows' sums of squares.
+__host__ __device__ constexpr int split_partials(int MT, int NT8, bool NORM) {
+  return MT * NT8 * 4 * 32 + (NORM ? 16 * MT : 0);
+}
 
 // C = A W^T (EPI_STORE), C += A W^T (EPI_ADD, the residual) or
 // C = SiLU(A Wg^T) * (A Wu^T) (EPI_SILU). A CTA owns 8*NT8 output columns (EPI_SILU: 4*NT8 columns of
@@ -71,7 +84,12 @@ struct GemmArgs {
 // one launch instead of two): the products use A * norm, each CTA sums its
 // rows' squares over K on the way, and the epilogue scales each row by its
 // 1 / rms.
-template <int MT, int NT8, int EPI, bool NORM = false>
+//
+// Split K (the batched decode's narrow products, whose column tiles alone
+// would leave most SMs idle or, at 8 columns a CTA, read every activation
+// row 128 times over): see GemmArgs. The sums keep a fixed order (warps,
+// then slices), so results still do not depend on scheduling.
+template <int MT, int NT8, int EPI, bool NORM = false, bool SPLIT = false>
 __global__ void __launch_bounds__(PT) gemm(const GemmArgs g) {
   static_assert(MT * NT8 <= 8, "partial tiles must fit the shared reduction buffer");
   __shared__ float red[PW][MT * NT8 * 4][32];
@@ -109,8 +127,9 @@ __global__ void __launch_bounds__(PT) gemm(const GemmArgs g) {
       for (int e = 0; e < 4; e++) acc[mt][j][e] = 0.f;
   float ss[MT][2] = {};  // NORM: this lane's sums of squares of rows g and g + 8
 
+  const int kz = SPLIT ? blockIdx.z * g.kc : 0, kend = SPLIT ? min(g.K, kz + g.kc) : g.K;
 #pragma unroll 2
-  for (int k = warp * KSTEP; k < g.K; k += PW * KSTEP) {
+  for (int k = kz + warp * KSTEP; k < kend; k += PW * KSTEP) {
     // K a multiple of 8 but not of KSTEP (the batched decode's tiny test
     // shapes): the lanes past K load zeros.
     const bool kin = k + kw < g.K;
@@ -181,6 +200,44 @@ __global__ void __launch_bounds__(PT) gemm(const GemmArgs g) {
       }
   }
   __syncthreads();
+  int nw = PW;  // the partial tiles in red (and rss) to sum
+  if constexpr (SPLIT) {
+    // This slice's tile, warps summed, to ws; the last slice to finish sums
+    // every slice's into red[0] (rss[0]) for the epilogue.
+    constexpr int NP = MT * NT8 * 4 * 32, NR = NORM ? 16 * MT : 0;
+    const int tile = blockIdx.y * gridDim.x + blockIdx.x;
+    const size_t tiles = (size_t)gridDim.x * gridDim.y;
+    float* mine = g.ws + ((size_t)blockIdx.z * tiles + tile) * split_partials(MT, NT8, NORM);
+    for (int i = threadIdx.x; i < NP + NR; i += PT) {
+      float v = 0.f;
+      if (i < NP) {
+#pragma unroll
+        for (int w = 0; w < PW; w++) v += red[w][i >> 5][i & 31];
+      } else {
+#pragma unroll
+        for (int w = 0; w < PW; w++) v += rss[NORM ? w : 0][i - NP];
+      }
+      mine[i] = v;
+    }
+    __shared__ bool last;
+    __threadfence();  // the partials reach L2 before the ticket counts them
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(g.tickets + tile, 1u) == gridDim.z - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    for (int i = threadIdx.x; i < NP + NR; i += PT) {
+      float v = 0.f;
+      for (int z = 0; z < (int)gridDim.z; z++) v += __ldcg(g.ws + ((size_t)z * tiles + tile) * split_partials(MT, NT8, NORM) + i);
+      if (i < NP)
+        red[0][i >> 5][i & 31] = v;
+      else
+        rss[0][i - NP] = v;
+    }
+    if (threadIdx.x == 0) g.tickets[tile] = 0;  // ready for the next launch (stream order)
+    __syncthreads();
+    nw = 1;
+  }
   // Accumulator e of lane l in tile (mt, j): row 16mt + l/4 + 8(e/2), column 8j + 2(l%4) + e%2.
   for (int i = threadIdx.x; i < MT * P * 4 * 32; i += PT) {
     const int l = i & 31, e = (i >> 5) & 3, j = (i >> 7) % P, mt = (i >> 7) / P;
@@ -189,11 +246,13 @@ __global__ void __launch_bounds__(PT) gemm(const GemmArgs g) {
     const int col = n0 + 8 * j + 2 * (l & 3) + (e & 1);
     float v = 0.f, scale = 1.f;
 #pragma unroll
-    for (int w = 0; w < PW; w++) v += red[w][(mt * NT8 + j) * 4 + e][l];
+    for (int w = 0; w < PW; w++)
+      if (!SPLIT || w < nw) v += red[w][(mt * NT8 + j) * 4 + e][l];
     if constexpr (NORM) {
       float t = 0.f;
 #pragma unroll
-      for (int w = 0; w < PW; w++) t += rss[w][row - m0];
+      for (int w = 0; w < PW; w++)
+        if (!SPLIT || w < nw) t += rss[w][row - m0];
       scale = rsqrtf(t / (float)g.K + g.eps);
       v *= scale;
     }
@@ -201,7 +260,8 @@ __global__ void __launch_bounds__(PT) gemm(const GemmArgs g) {
     if (EPI == EPI_SILU) {
       float u = 0.f;
 #pragma unroll
-      for (int w = 0; w < PW; w++) u += red[w][(mt * NT8 + j + P) * 4 + e][l];
+      for (int w = 0; w < PW; w++)
+        if (!SPLIT || w < nw) u += red[w][(mt * NT8 + j + P) * 4 + e][l];
       u *= scale;
       *c = v / (1.f + expf(-v)) * u;
     } else if (EPI == EPI_ADD) {
