@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 
+	"talkbox/internal/errtext"
 	"talkbox/internal/regfile"
 )
 
@@ -279,7 +280,7 @@ func decodeJSON(path string, b []byte, v any) error {
 		return fmt.Errorf("%w: %s: %d bytes, at most %d", ErrBadConfig, path, len(b), MaxConfigBytes)
 	}
 	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrBadConfig, path, err)
+		return fmt.Errorf("%w: %s: %s", ErrBadConfig, path, errtext.Brief(err))
 	}
 	return nil
 }

@@ -3,6 +3,8 @@ package model
 import (
 	"encoding/json"
 	"fmt"
+
+	"talkbox/internal/errtext"
 )
 
 // CodecEncoderConfig is speech_tokenizer/config.json's encoder_config, a
@@ -60,7 +62,7 @@ func (c *CodecConfig) EncoderConfig() (CodecEncoderConfig, error) {
 		return e, fmt.Errorf("%w: speech_tokenizer/config.json has no encoder_config", ErrBadConfig)
 	}
 	if err := json.Unmarshal(c.Encoder, &e); err != nil {
-		return e, fmt.Errorf("%w: speech_tokenizer encoder_config: %v", ErrBadConfig, err)
+		return e, fmt.Errorf("%w: speech_tokenizer encoder_config: %s", ErrBadConfig, errtext.Brief(err))
 	}
 	if e.HeadDim == 0 && e.NumAttentionHeads > 0 {
 		e.HeadDim = e.HiddenSize / e.NumAttentionHeads

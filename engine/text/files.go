@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"talkbox/internal/errtext"
 	"talkbox/internal/regfile"
 )
 
@@ -59,7 +60,7 @@ func linkTarget(b []byte, name string) (string, bool) {
 func parseVocab(path string, b []byte) (map[string]int, map[int]string, error) {
 	var v map[string]int
 	if err := json.Unmarshal(b, &v); err != nil {
-		return nil, nil, fmt.Errorf("%w: %s: want an object of token -> id: %v", ErrBadFiles, path, err)
+		return nil, nil, fmt.Errorf("%w: %s: want an object of token -> id: %s", ErrBadFiles, path, errtext.Brief(err))
 	}
 	if len(v) == 0 {
 		return nil, nil, fmt.Errorf("%w: %s: empty vocabulary", ErrBadFiles, path)
@@ -92,7 +93,7 @@ type tokenizerConfig struct {
 func parseAddedTokens(path string, b []byte, vocab map[string]int, vocabByID map[int]string) (map[string]int, error) {
 	var c tokenizerConfig
 	if err := json.Unmarshal(b, &c); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrBadFiles, path, err)
+		return nil, fmt.Errorf("%w: %s: %s", ErrBadFiles, path, errtext.Brief(err))
 	}
 	if c.AddBOSToken {
 		// The released files say false; Talkbox never adds a BOS, so a file

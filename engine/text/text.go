@@ -18,6 +18,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/daulet/tokenizers"
+
+	"talkbox/internal/errtext"
 )
 
 // Errors callers can branch on.
@@ -78,7 +80,7 @@ func Open(modelDir string, opt Options) (*Tokenizer, error) {
 	vocab, added, tmpl, doc := p.vocab, p.added, p.tmpl, p.doc
 	lib, err := tokenizers.FromBytes(doc)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s (%s, %s): %v", ErrBadFiles, modelDir, VocabFile, MergesFile, err)
+		return nil, fmt.Errorf("%w: %s (%s, %s): %s", ErrBadFiles, modelDir, VocabFile, MergesFile, errtext.Brief(err))
 	}
 	t := &Tokenizer{lib: lib, baseSize: len(vocab), added: added, addedByID: map[int]string{}, tmpl: tmpl, opt: opt}
 	for s, id := range added {
@@ -131,7 +133,7 @@ func parseFiles(vocabF, mergesF, cfgF tokenizerFile, opt Options) (*parsed, erro
 	}
 	doc, err := buildDocument(vocabF.b, merges, regex)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrBadFiles, filepath.Dir(vocabF.path), err)
+		return nil, fmt.Errorf("%w: %s: %s", ErrBadFiles, filepath.Dir(vocabF.path), errtext.Brief(err))
 	}
 	return &parsed{vocab: vocab, added: added, tmpl: tmpl, doc: doc}, nil
 }
