@@ -81,10 +81,11 @@ type Engine struct {
 	idleCodecs []backend.CodecStream
 	maxIdle    int
 	log        *slog.Logger
-	// busy is held by the utterance on the single-stream LM.
-	busy sync.Mutex
-	// batch runs the utterances that arrive while busy is held (Streams > 1
-	// on the GPU); nil otherwise.
+	// route decides between the single-stream LM and the batch; its
+	// single is held by the utterance on the single-stream LM.
+	route lmRoute
+	// batch runs the utterances route gives it (Streams > 1 on the GPU);
+	// nil otherwise.
 	batch *cuda.Batcher
 	// gpuNote says why the GPU is not used when the automatic choice fell
 	// back to the CPU ("" when it runs on the GPU or the CPU was asked for).
@@ -112,6 +113,7 @@ func Open(ctx context.Context, dir string, o Options) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{model: m, log: log}
+	e.route.init(soloWait)
 	fail := func(err error) (*Engine, error) {
 		e.Close()
 		return nil, err
@@ -358,14 +360,14 @@ func (e *Engine) Close() error {
 	if e.batch != nil {
 		errs = append(errs, e.batch.Close())
 	}
-	e.busy.Lock()
+	e.route.single.Lock()
 	e.codecMu.Lock()
 	for _, cs := range e.idleCodecs {
 		errs = append(errs, cs.Close())
 	}
 	e.idleCodecs = nil
 	e.codecMu.Unlock()
-	e.busy.Unlock()
+	e.route.single.Unlock()
 	if e.gpuCodec != nil {
 		errs = append(errs, e.gpuCodec.Close())
 	}
@@ -431,20 +433,21 @@ func (e *Engine) Synthesize(ctx context.Context, req Request) (<-chan Chunk, err
 		contextCodes: ctxCodes}
 	_, lmOnCPU := e.lm.(*cpu.LM)
 	s.sharedCores = lmOnCPU && e.gpuCodec == nil
+	e.route.begin()
 	go func() {
+		defer e.route.end()
 		// The single-stream LM holds one KV cache: one utterance at a time
-		// there. With a batch, an utterance that finds it busy joins the
-		// batch instead of waiting.
-		if e.batch != nil && !e.busy.TryLock() {
+		// there. With a batch, lmRoute decides.
+		if e.batch != nil && !e.route.takeSingle() {
 			s.lm = e.batch.LM()
 			s.device = s.lm.Device()
 			s.run(ctx, out)
 			return
 		}
 		if e.batch == nil {
-			e.busy.Lock()
+			e.route.single.Lock()
 		}
-		defer e.busy.Unlock()
+		defer e.route.single.Unlock()
 		s.run(ctx, out)
 	}()
 	return out, nil
