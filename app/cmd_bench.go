@@ -572,9 +572,9 @@ func benchEndToEnd(f benchFlags) (*e2eReport, error) {
 	return rep, nil
 }
 
-// benchStreams opens one engine for n utterances at once (on the GPU: one on
-// the single-stream LM, the others in one batch; on the CPU they take turns)
-// and synthesises n at the same time, after a warm-up round, reporting every
+// benchStreams opens one engine for n utterances at once (on the GPU: they
+// start together, so all run in one batch; on the CPU they take turns) and
+// synthesises n at the same time, after a warm-up round, reporting every
 // stream's RTF and TTFC.
 func benchStreams(f benchFlags) (*streamsReport, error) {
 	n := f.streams

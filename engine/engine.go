@@ -45,9 +45,10 @@ type Options struct {
 	Precision     string
 	OfficialRegex bool // tokenize with the official loader's split regex
 	Logger        *slog.Logger
-	// Streams > 1 lets that many utterances run at once on the GPU: while
-	// one runs alone on the single-stream engine, the others decode together
-	// in one batch (cuda.Batcher, continuous batching). Ignored on the CPU.
+	// Streams > 1 lets that many utterances run at once on the GPU, decoding
+	// together in one batch (cuda.Batcher, continuous batching); one that
+	// runs alone takes the single-stream engine (lmRoute). Ignored on the
+	// CPU.
 	Streams int
 	// WeightCache is a folder where the CPU engine keeps its int8 matrices
 	// between runs (engine/qcache; DefaultWeightCache is the usual one);
