@@ -56,10 +56,10 @@ struct GemmArgs {
   // NORM: A's rows are RMSNorm'd (weights norm [K], epsilon eps) on the way in.
   const uint16_t* norm;
   float eps;
-  // Split K (gemm's SPLIT, gridDim.z slices): slice z covers K columns [z kc, (z + 1) kc); each
-  // CTA leaves its tile's partial sums in ws and the last of a tile's slices
-  // to finish (tickets[tile], zero between launches) adds them in slice
-  // order and runs the epilogue. Unset: kc is K.
+  // Split K (gemm's SPLIT, gridDim.z slices): slice z covers K columns
+  // [z kc, (z + 1) kc); each CTA leaves its tile's partial sums in ws and
+  // the last of a tile's slices to finish (tickets[tile], zero between
+  // launches) adds them in slice order and runs the epilogue.
   int kc;
   float* ws;
   unsigned* tickets;
@@ -228,7 +228,8 @@ __global__ void __launch_bounds__(PT) gemm(const GemmArgs g) {
     __threadfence();
     for (int i = threadIdx.x; i < NP + NR; i += PT) {
       float v = 0.f;
-      for (int z = 0; z < (int)gridDim.z; z++) v += __ldcg(g.ws + ((size_t)z * tiles + tile) * split_partials(MT, NT8, NORM) + i);
+      for (int z = 0; z < (int)gridDim.z; z++)
+        v += __ldcg(g.ws + ((size_t)z * tiles + tile) * split_partials(MT, NT8, NORM) + i);
       if (i < NP)
         red[0][i >> 5][i & 31] = v;
       else
