@@ -252,10 +252,9 @@ tb_batch* tb_batch_create(tb_engine* e, int max_streams, int max_positions) {
   // Split K only where the tiles are fewer than the SMs, into about one CTA
   // an SM: at most 2 sms slices' partials of the largest tile shape.
   b->sk.sms = e->sms;
-  b->sk.ntickets = e->sms;
   b->sk.ws_floats = (size_t)2 * e->sms * pf::split_partials(4, 2, true);
-  if (b->alloc(&b->sk.ws, b->sk.ws_floats) || b->alloc(&b->sk.tickets, b->sk.ntickets) ||
-      cudaMemset(b->sk.tickets, 0, b->sk.ntickets * sizeof(unsigned)) != cudaSuccess)
+  if (b->alloc(&b->sk.ws, b->sk.ws_floats) || b->alloc(&b->sk.tickets, e->sms) ||
+      cudaMemset(b->sk.tickets, 0, e->sms * sizeof(unsigned)) != cudaSuccess)
     return bail();
   if (cudaMallocHost(&b->h_rows, rows * sizeof(int32_t)) != cudaSuccess ||
       cudaMallocHost(&b->h_out, (size_t)cap * bt::OUTW * sizeof(int32_t)) != cudaSuccess ||

@@ -338,8 +338,7 @@ int gemm_mt(int rows) { return rows <= 16 ? 1 : rows <= 32 ? 2 : 4; }
 struct SplitK {
   float* ws = nullptr;
   size_t ws_floats = 0;
-  unsigned* tickets = nullptr;  // [ntickets], zero
-  int ntickets = 0;
+  unsigned* tickets = nullptr;  // [sms], zero: a product splits only when it has fewer tiles
   int sms = 0;
 };
 
@@ -357,7 +356,7 @@ void gemm_launch(cudaStream_t st, pf::GemmArgs g, const SplitK* sk) {
     const int tiles = grid.x * grid.y, steps = (g.K + pf::KSTEP - 1) / pf::KSTEP;
     // Slices of at least two K steps a warp, enough of them for about one
     // CTA an SM.
-    int ks = sk && tiles < sk->sms && tiles <= sk->ntickets ? std::min(sk->sms / tiles, steps / (2 * pf::PW)) : 1;
+    int ks = sk && tiles < sk->sms ? std::min(sk->sms / tiles, steps / (2 * pf::PW)) : 1;
     if (ks > 1) {
       const int per = (steps + ks - 1) / ks;
       ks = (steps + per - 1) / per;
