@@ -27,6 +27,7 @@ import (
 	"talkbox/engine/sample"
 	"talkbox/engine/text"
 	"talkbox/engine/voice"
+	"talkbox/internal/errtext"
 )
 
 // Backend names for Options.Backend.
@@ -344,11 +345,7 @@ func GPUReason(err error) string {
 	case strings.Contains(lower, "libcuda") || strings.Contains(lower, "libcudart"):
 		return "the NVIDIA driver libraries could not be loaded"
 	}
-	const maxLen = 120
-	if len(msg) > maxLen {
-		msg = msg[:maxLen] + "…"
-	}
-	return msg
+	return errtext.Cut(msg, 120)
 }
 
 // GPUNote says why the GPU is not used, when Open fell back to the CPU on

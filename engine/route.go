@@ -40,12 +40,6 @@ func (r *lmRoute) init(soloWait time.Duration) {
 	r.soloWait = soloWait
 }
 
-func newLMRoute(soloWait time.Duration) *lmRoute {
-	r := &lmRoute{}
-	r.init(soloWait)
-	return r
-}
-
 // begin counts an utterance in flight; end when it has finished.
 func (r *lmRoute) begin() {
 	r.inflight.Add(1)

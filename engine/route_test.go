@@ -6,6 +6,12 @@ import (
 	"time"
 )
 
+func newLMRoute(soloWait time.Duration) *lmRoute {
+	r := &lmRoute{}
+	r.init(soloWait)
+	return r
+}
+
 // TestLMRouteLoneUtterance: an utterance alone takes the single-stream LM
 // once the wait is over, and holds it.
 func TestLMRouteLoneUtterance(t *testing.T) {

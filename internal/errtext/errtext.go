@@ -9,14 +9,16 @@ import "unicode/utf8"
 // Max is the most bytes of an error's text Brief keeps.
 const Max = 240
 
-// Brief is err's text cut to Max bytes on a rune boundary, the cut marked
-// with "…".
-func Brief(err error) string {
-	s := err.Error()
-	if len(s) <= Max {
+// Brief is err's text cut to Max bytes (Cut).
+func Brief(err error) string { return Cut(err.Error(), Max) }
+
+// Cut is s cut to at most max bytes on a rune boundary, the cut marked with
+// "…".
+func Cut(s string, max int) string {
+	if len(s) <= max {
 		return s
 	}
-	cut := Max
+	cut := max
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}

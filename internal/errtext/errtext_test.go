@@ -22,4 +22,10 @@ func TestBrief(t *testing.T) {
 	if got := Brief(wide); !utf8.ValidString(got) || len(got) > Max+len("…") {
 		t.Errorf("cut through a rune: valid %v, %d bytes", utf8.ValidString(got), len(got))
 	}
+	if got := Cut("abcdef", 4); got != "abcd…" {
+		t.Errorf("Cut to 4 bytes: %q", got)
+	}
+	if got := Cut("aé", 2); got != "a…" {
+		t.Errorf("Cut inside é: %q", got)
+	}
 }
