@@ -88,13 +88,6 @@ func (bt *Batcher) Close() error {
 	return nil
 }
 
-// setRunRows makes steps of up to rows streams take the persistent path
-// and larger ones the launch path (tb_batch_set_run_rows): the tests run
-// every step one way and then the other.
-func (bt *Batcher) setRunRows(rows int) error {
-	return bt.send(batchMsg{kind: msgRunRows, s: &batchStream{res: make(chan stepResult, 1)}, rows: rows}).err
-}
-
 // Warmup prepares every step size and runs short greedy and sampled
 // utterances through the batch, so no request pays for capturing a step's
 // launches.
@@ -131,14 +124,12 @@ const (
 	msgFrame                  // make the next frame (teacher codes optional)
 	msgLeave                  // free the slot
 	msgPrepare                // capture every step size's launches (tb_batch_prepare)
-	msgRunRows                // set the persistent path's largest step (tb_batch_set_run_rows)
 )
 
 type batchMsg struct {
 	kind    msgKind
 	s       *batchStream
 	teacher *backend.Codes
-	rows    int // msgRunRows
 }
 
 // stepResult is one frame of one stream, or why there is none.
@@ -185,13 +176,6 @@ func (bt *Batcher) run() {
 			var err error
 			if C.nl_tb_batch_prepare(bt.b, &ce) != 0 {
 				err = failed("prepare batch steps", &ce)
-			}
-			m.s.res <- stepResult{err: err}
-		case msgRunRows:
-			var ce C.nl_err
-			var err error
-			if C.nl_tb_batch_set_run_rows(bt.b, C.int(m.rows), &ce) != 0 {
-				err = failed("set run rows", &ce)
 			}
 			m.s.res <- stepResult{err: err}
 		case msgLeave:

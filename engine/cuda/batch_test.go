@@ -3,7 +3,6 @@ package cuda
 import (
 	"context"
 	"errors"
-	"math"
 	"sync"
 	"testing"
 	"time"
@@ -94,95 +93,11 @@ func batchJobs(t *testing.T) []batchJob {
 }
 
 // Each stream of a batch gives the codes it gives alone in the batch, whether
-// the others start with it, later, or are cancelled under it: on the
-// persistent path and on the launch path.
+// the others start with it, later, or are cancelled under it.
 func TestBatchStreamsIndependent(t *testing.T) {
 	requireGPU(t)
 	dir := golden.Checkpoint(t, "qwen3-tts-tiny-customvoice")
 	b := batcherFor(t, dir)
-	defer setRunRows(t, b, runRowsDefault)
-	for _, path := range batchPaths(b) {
-		t.Run(path.name, func(t *testing.T) {
-			setRunRows(t, b, path.rows)
-			streamsIndependent(t, b)
-		})
-	}
-}
-
-// runRowsDefault is the native library's TB_BATCH_RUN_ROWS.
-const runRowsDefault = 16
-
-type batchPath struct {
-	name string
-	rows int // tb_batch_set_run_rows
-}
-
-// batchPaths run every step of b on the persistent path, then on the launch path.
-func batchPaths(b *Batcher) []batchPath {
-	return []batchPath{{"persistent", b.Capacity()}, {"launches", 0}}
-}
-
-func setRunRows(t *testing.T, b *Batcher, rows int) {
-	t.Helper()
-	if err := b.setRunRows(rows); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// The two paths compute the same values in the same order: one stream's
-// codes and every logit it sees, sampled and teacher-forced, agree bit for
-// bit.
-func TestBatchPathsAgree(t *testing.T) {
-	requireGPU(t)
-	b := batcherFor(t, golden.Checkpoint(t, "qwen3-tts-tiny-customvoice"))
-	defer setRunRows(t, b, runRowsDefault)
-	j := batchJobs(t)[1] // sampled
-	type seen struct {
-		codes  []backend.Codes
-		logits []backend.LogitsEvent
-	}
-	var got []seen
-	for _, path := range batchPaths(b) {
-		setRunRows(t, b, path.rows)
-		var s seen
-		opt := j.opt
-		opt.ExactFrames = 6
-		opt.OnLogits = func(ev backend.LogitsEvent) {
-			ev.Logits = append([]float32(nil), ev.Logits...)
-			ev.Hidden = append([]float32(nil), ev.Hidden...)
-			s.logits = append(s.logits, ev)
-		}
-		codes, _, err := run(t, b.LM(), context.Background(), j.p, opt)
-		if err != nil {
-			t.Fatalf("%s: %v", path.name, err)
-		}
-		s.codes = codes
-		got = append(got, s)
-	}
-	a, l := got[0], got[1]
-	if len(a.codes) != 6 || len(l.codes) != 6 || len(a.logits) == 0 || len(a.logits) != len(l.logits) {
-		t.Fatalf("persistent: %d frames, %d logit rows; launches: %d, %d", len(a.codes), len(a.logits), len(l.codes), len(l.logits))
-	}
-	for f := range a.codes {
-		if a.codes[f] != l.codes[f] {
-			t.Errorf("frame %d: %v persistent, %v launches", f, a.codes[f], l.codes[f])
-		}
-	}
-	for i, ev := range a.logits {
-		o := l.logits[i]
-		if ev.Frame != o.Frame || ev.Group != o.Group || len(ev.Logits) != len(o.Logits) {
-			t.Fatalf("logit row %d: frame %d group %d persistent, frame %d group %d launches", i, ev.Frame, ev.Group, o.Frame, o.Group)
-		}
-		for k := range ev.Logits {
-			if math.Float32bits(ev.Logits[k]) != math.Float32bits(o.Logits[k]) {
-				t.Errorf("frame %d group %d logit %d: %g persistent, %g launches", ev.Frame, ev.Group, k, ev.Logits[k], o.Logits[k])
-				break
-			}
-		}
-	}
-}
-
-func streamsIndependent(t *testing.T, b *Batcher) {
 	jobs := batchJobs(t)
 	alone := make([][]backend.Codes, len(jobs))
 	for i, j := range jobs {

@@ -34,7 +34,6 @@
 	X(int, tb_batch_step, (tb_batch *, const int32_t *, int, const int32_t *, int32_t *))  \
 	X(int, tb_batch_read_logits, (tb_batch *, int, float *, float *, float *))             \
 	X(int, tb_batch_prepare, (tb_batch *))                                                 \
-	X(int, tb_batch_set_run_rows, (tb_batch *, int))                                       \
 	X(int, tb_batch_add_many, (tb_batch *, const tb_batch_request *, int, int *, int32_t *))
 
 #define NL_TBC_FUNCS(X)                                                                    \
@@ -152,7 +151,6 @@ int nl_tb_batch_step(tb_batch *b, const int32_t *slots, int n, const int32_t *te
 	LM_RC(tb.tb_batch_step(b, slots, n, teacher, out));
 }
 int nl_tb_batch_prepare(tb_batch *b, nl_err *err) { LM_RC(tb.tb_batch_prepare(b)); }
-int nl_tb_batch_set_run_rows(tb_batch *b, int rows, nl_err *err) { LM_RC(tb.tb_batch_set_run_rows(b, rows)); }
 int nl_tb_batch_add_many(tb_batch *b, const tb_batch_request *req, int k, int *slots, int32_t *g0, nl_err *err) {
 	LM_RC(tb.tb_batch_add_many(b, req, k, slots, g0));
 }

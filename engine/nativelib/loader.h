@@ -48,7 +48,6 @@ int nl_tb_batch_capacity(const tb_batch *b);
 int nl_tb_batch_remove(tb_batch *b, int slot, nl_err *err);
 int nl_tb_batch_step(tb_batch *b, const int32_t *slots, int n, const int32_t *teacher, int32_t *out, nl_err *err);
 int nl_tb_batch_prepare(tb_batch *b, nl_err *err);
-int nl_tb_batch_set_run_rows(tb_batch *b, int rows, nl_err *err);
 int nl_tb_batch_add_many(tb_batch *b, const tb_batch_request *req, int k, int *slots, int32_t *g0, nl_err *err);
 int nl_tb_batch_read_logits(tb_batch *b, int slot, float *talker, float *hidden, float *predictor, nl_err *err);
 

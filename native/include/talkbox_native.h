@@ -37,7 +37,7 @@
 extern "C" {
 #endif
 
-#define TB_ABI_VERSION 8
+#define TB_ABI_VERSION 7
 
 typedef struct tb_engine tb_engine;
 
@@ -237,17 +237,6 @@ int tb_batch_read_logits(tb_batch *b, int slot, float *talker, float *hidden, fl
  * compare logits and sampler picks with the CPU engine through them, and
  * `talkbox bench` times launches with tb_bench.
  */
-
-/*
- * Steps of up to rows streams run as one persistent kernel a stack step (its
- * products, attention and norms dealt over resident CTAs with a grid barrier
- * between them), larger steps as a graph of the same work's ~565 launches.
- * Both compute the same values in the same order. Default
- * TB_BATCH_RUN_ROWS, where the persistent path stops being the faster on an
- * H100; the tests set 0 and the capacity to run every step one way.
- */
-#define TB_BATCH_RUN_ROWS 16
-int tb_batch_set_run_rows(tb_batch *b, int rows);
 
 /*
  * Raw logits of the last completed work (prefill or the last waited frame,

@@ -1,12 +1,10 @@
 // Batched decode: one frame for B streams at once (tb_batch_*). Each step is
-// a sequence of block functions over B rows, one row a stream (two for the
+// a sequence of ordinary launches over B rows, one row a stream (two for the
 // code predictor's first step), so every weight is read once per step for all
-// streams: the tensor-core GEMMs of prefill_tc.cuh, plus the functions below
+// streams: the tensor-core GEMMs of prefill_tc.cuh, plus the kernels below
 // for what differs per stream: the input embeddings, RoPE and the KV cache at
 // the stream's own position, attention over the stream's own cache, and
-// sampling with the stream's own parameters, seed and history. The step
-// runs them as ops of one persistent kernel a stack step (batch_run.cuh),
-// sampling as launches of its own.
+// sampling with the stream's own parameters, seed and history.
 //
 // Every per-stream fact lives on the device (Slots), so a step needs no host
 // work between its launches and one host sync at its end (the codes).
@@ -136,34 +134,21 @@ __device__ __forceinline__ void attend_group(const float* row, const float* fk, 
 // Rows a stream has in a launch: two at the predictor's first step.
 __host__ __device__ __forceinline__ int rows_per_stream(const RowMap& m) { return !m.talker && m.step == 1 ? 2 : 1; }
 
-// rope_attend_block, block blk = (stream, kv head): RMSNorm and RoPE of the head's k and of its
+// One CTA per (stream, kv head): RMSNorm and RoPE of the head's k and of its
 // group's q heads at each of the stream's rows' positions, k and v into the
 // stream's cache, then attention of each q head over that cache, positions
 // 0..pos: the row's own position from its fresh fp32 k and v (as the decode
 // kernel does), the ones before from the bf16 cache (the predictor's first
 // step: its second row reads the first's, written by this CTA). Warp w takes
 // positions w, w + AW, ... with its own running max, four in flight; the
-// warps merge at the end. Writes the context [n][nh * HD]. sm: AW x (HD + 2)
-// floats of shared memory.
-struct RopeAttendArgs {
-  RowMap m;
-  int l;
-  const uint16_t *q_norm, *k_norm;
-  float* qkv;
-  int qs;
-  float* out;
-};
-
-__device__ __forceinline__ void rope_attend_block(const Slots& s, const StackD S, const RopeAttendArgs ra, int blk,
-                                                  float (*sm)[HD + 2]) {
-  const RowMap& m = ra.m;
-  const int l = ra.l, qs = ra.qs;
-  const uint16_t *q_norm = ra.q_norm, *k_norm = ra.k_norm;
-  float* qkv = ra.qkv;
-  float* out = ra.out;
+// warps merge at the end. Writes the context [n][nh * HD].
+__global__ void __launch_bounds__(AT) rope_attend(const Slots s, const RowMap m, const StackD S, int l,
+                                                  const uint16_t* q_norm, const uint16_t* k_norm, float* qkv, int qs,
+                                                  float* out) {
+  __shared__ float sm[AW][HD + 2];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int per = rows_per_stream(m), group = S.nh / S.nkv;
-  const int r0 = blk / S.nkv * per, kvh = blk % S.nkv;
+  const int r0 = blockIdx.x / S.nkv * per, kvh = blockIdx.x % S.nkv;
   // Warp q (group + 1): row r0 + q's k (normed and rotated in place) and v
   // into the cache; the next group warps: that row's q heads.
   for (int q = 0; q < per; q++) {
@@ -205,9 +190,9 @@ __device__ __forceinline__ void rope_attend_block(const Slots& s, const StackD S
 // The talker's input of each stream (one CTA a row): the 16 embeddings of
 // the codes fed back plus the text row of its frame (tts_pad past its text),
 // summed in the decode kernel's order.
-__device__ __forceinline__ void talker_input_block(const Slots& s, const int32_t* rows, const WeightsD& w, int H,
-                                                   float* x, int blk) {
-  const int slot = rows[blk];
+__global__ void __launch_bounds__(pf::PT) talker_input(const Slots s, const int32_t* rows, const WeightsD w, int H,
+                                                      float* x) {
+  const int slot = rows[blockIdx.x];
   const Params& a = s.prm[slot];
   const int32_t* c = s.codes + slot * MAXG;
   const int f = __ldcg(s.frame + slot);
@@ -215,7 +200,7 @@ __device__ __forceinline__ void talker_input_block(const Slots& s, const int32_t
   for (int i = threadIdx.x; i < H; i += pf::PT) {
     float v = bf(w.codec_emb[(size_t)__ldcg(c) * H + i]);
     for (int k = 1; k < w.G; k++) v += bf(w.cp_embs[((size_t)(k - 1) * w.Vp + __ldcg(c + k)) * H + i]);
-    x[(size_t)blk * H + i] = v + text[i];
+    x[(size_t)blockIdx.x * H + i] = v + text[i];
   }
 }
 
@@ -224,9 +209,9 @@ __device__ __forceinline__ void talker_input_block(const Slots& s, const int32_t
 // frame starts: the group 0 fed back enters the history, a teacher replaces
 // it, the no-candidate flag clears); step j > 1 takes the embedding of code
 // j - 1.
-__device__ __forceinline__ void predictor_input_block(const Slots& s, const int32_t* rows, const WeightsD& w, int H,
-                                                      int j, float* x, int blk) {
-  const int slot = rows[blk];
+__global__ void __launch_bounds__(pf::PT) predictor_input(const Slots s, const int32_t* rows, const WeightsD w, int H,
+                                                          int j, float* x) {
+  const int slot = rows[blockIdx.x];
   int32_t* c = s.codes + slot * MAXG;
   if (j == 1) {
     const int32_t* t = s.teach + slot * (1 + MAXG);
@@ -239,7 +224,7 @@ __device__ __forceinline__ void predictor_input_block(const Slots& s, const int3
       s.out[slot * OUTW + 17] = 0;
     }
     const float* hid = s.hidden + (size_t)slot * H;
-    float* x0 = x + (size_t)(2 * blk) * H;
+    float* x0 = x + (size_t)(2 * blockIdx.x) * H;
     for (int i = threadIdx.x; i < H; i += pf::PT) {
       x0[i] = __ldcg(hid + i);
       x0[H + i] = bf(w.codec_emb[(size_t)g0 * H + i]);
@@ -248,22 +233,18 @@ __device__ __forceinline__ void predictor_input_block(const Slots& s, const int3
   }
   const int code = __ldcg(c + j - 1);
   const uint16_t* e = w.cp_embs + ((size_t)(j - 2) * w.Vp + code) * H;
-  for (int i = threadIdx.x; i < H; i += pf::PT) x[(size_t)blk * H + i] = bf(e[i]);
+  for (int i = threadIdx.x; i < H; i += pf::PT) x[(size_t)blockIdx.x * H + i] = bf(e[i]);
 }
 
-// y[r][i] += b[i] (the 1.7B's small_to_mtp_projection bias): block blk of nb.
-__device__ __forceinline__ void add_bias_block(float* y, int n, int H, const uint16_t* b, int blk, int nb) {
-  for (int i = blk * pf::PT + threadIdx.x; i < n * H; i += nb * pf::PT) y[i] += bf(b[i % H]);
+// y[r][i] += b[i] (the 1.7B's small_to_mtp_projection bias).
+__global__ void __launch_bounds__(pf::PT) add_bias(float* y, int n, int H, const uint16_t* b) {
+  for (int i = blockIdx.x * pf::PT + threadIdx.x; i < n * H; i += gridDim.x * pf::PT) y[i] += bf(b[i % H]);
 }
 
 // dst[rows[r]] = src[r] for rows of H floats (the talker's hidden state, kept per stream).
-__device__ __forceinline__ void scatter_rows_block(const float* src, int H, const int32_t* rows, float* dst, int blk) {
-  const int slot = rows[blk];
-  for (int i = threadIdx.x; i < H; i += pf::PT) dst[(size_t)slot * H + i] = src[(size_t)blk * H + i];
-}
-
 __global__ void __launch_bounds__(pf::PT) scatter_rows(const float* src, int H, const int32_t* rows, float* dst) {
-  scatter_rows_block(src, H, rows, dst, blockIdx.x);
+  const int slot = rows[blockIdx.x];
+  for (int i = threadIdx.x; i < H; i += pf::PT) dst[(size_t)slot * H + i] = src[(size_t)blockIdx.x * H + i];
 }
 
 enum SampleKind { SAMPLE_PREDICTOR = 0, SAMPLE_TALKER = 1, SAMPLE_PREFILL = 2 };

@@ -2,25 +2,7 @@
 // launches and the tb_batch_* functions of talkbox_native.h. Included at the
 // end of engine.cu (one compilation unit: it uses the engine's weights,
 // helpers and tensor-core layer loop).
-#include "batch_run.cuh"
-
-// A step recorded stack step by stack step (batch_frame): stack step k is
-// ops [seg[k], seg[k + 1]), one run_ops launch, then its sampling launch.
-struct StepOps {
-  struct Sample {
-    const float* logits;
-    size_t ld;
-    int V, kind, j;
-  };
-  Ops ops;
-  std::vector<int> seg{0};
-  std::vector<Sample> samples;
-
-  void end_step(const float* logits, size_t ld, int V, int kind, int j) {
-    seg.push_back((int)ops.size());
-    samples.push_back({logits, ld, V, kind, j});
-  }
-};
+#include "batch.cuh"
 
 struct tb_batch : DeviceMem {
   tb_engine* e = nullptr;
@@ -50,36 +32,18 @@ struct tb_batch : DeviceMem {
   float *tlog = nullptr, *plog = nullptr;  // [2 cap][V] (steps' rows, then admissions'), [cap][G - 1][Vp]
   SplitK sk;                               // the step's products' split-K scratch
   cudaEvent_t done = nullptr;
-  // A step for each row count as a CUDA graph, captured on first use on
-  // its own stream and launched on the engine's. Up to run_rows rows (the
-  // persistent path, batch_run.cuh) its ops are recorded too, and the graph
-  // holds a run_ops launch and a sampling launch for each of the G stack
-  // steps; above, the ~565 launches of the ops themselves (the launch path).
-  // On an H200 (0.6B) the persistent path is the faster up to 16 streams
-  // (one: 4.30 -> 3.67 ms a step, 16: 4.93 -> 4.65), the launch path above
-  // (32: 6.1 against 6.7 ms, 64: 11.5 against 12.8, the persistent figures
-  // from a cut with two-step rounds at two row tiles): a run_ops CTA holds
-  // every op's registers (255) and one CTA an SM, where the launches of the
-  // larger products run two or three an SM.
+  // A step's launches as a CUDA graph for each row count (captured on first
+  // use on their own stream, launched on the engine's): some 900 small
+  // launches a frame, whose launch overhead is most of a small batch's step.
   cudaStream_t capture = nullptr;
   std::vector<cudaGraphExec_t> graphs;  // [cap + 1], by row count
-  std::vector<bt::Op*> ops;             // [cap + 1], by row count: the persistent path's ops on the device
-  std::vector<StepOps> steps;           // [cap + 1], by row count: those ops on the host, by stack step
-  int run_rows = TB_BATCH_RUN_ROWS;     // the persistent path's largest step (tb_batch_set_run_rows)
-  unsigned* bars = nullptr;             // [G]: the grid-barrier counter of each stack step's run_ops
-  int run_grid = 0;                     // run_ops' CTAs
 
-  // The graphs and ops hold the work buffers' addresses: dropped when those move.
+  // The graphs hold the work buffers' addresses: dropped when those move.
   void drop_graphs() {
     for (auto& g : graphs)
       if (g) {
         cudaGraphExecDestroy(g);
         g = nullptr;
-      }
-    for (auto& o : ops)
-      if (o) {
-        cudaFree(o);
-        o = nullptr;
       }
   }
 
@@ -122,62 +86,23 @@ void batch_sample(tb_batch* b, cudaStream_t st, const int32_t* rows, int n, cons
   bt::sample<<<n, NT, batch_sample_smem(V), st>>>(b->s, rows, logits, ld, V, kind, j);
 }
 
-bt::Op rows_op(int kind, int blocks) {
-  bt::Op op{};
-  op.kind = kind;
-  op.grid = make_uint3(blocks, 1, 1);
-  return op;
-}
-
-// A step's work is recorded (so: the persistent path) or launched on st.
-struct StepSink {
-  tb_batch* b;
-  cudaStream_t st;
-  StepOps* so;
-
-  Ops* rec() const { return so ? &so->ops : nullptr; }
-  void rows(const bt::Op& op) const {
-    if (so) {
-      so->ops.push_back(op);
-      return;
-    }
-    const dim3 g(op.grid.x, op.grid.y, op.grid.z);
-    const WeightsD& w = b->e->P.w;
-    switch (op.kind) {
-      case bt::OP_ROPE_ATTEND: bt::rows_kernel<bt::OP_ROPE_ATTEND><<<g, pf::PT, 0, st>>>(b->s, w, op); break;
-      case bt::OP_TALKER_INPUT: bt::rows_kernel<bt::OP_TALKER_INPUT><<<g, pf::PT, 0, st>>>(b->s, w, op); break;
-      case bt::OP_PREDICTOR_INPUT: bt::rows_kernel<bt::OP_PREDICTOR_INPUT><<<g, pf::PT, 0, st>>>(b->s, w, op); break;
-      case bt::OP_ADD_BIAS: bt::rows_kernel<bt::OP_ADD_BIAS><<<g, pf::PT, 0, st>>>(b->s, w, op); break;
-      case bt::OP_RMS_ROWS: bt::rows_kernel<bt::OP_RMS_ROWS><<<g, pf::PT, 0, st>>>(b->s, w, op); break;
-      default: bt::rows_kernel<bt::OP_SCATTER_ROWS><<<g, pf::PT, 0, st>>>(b->s, w, op);
-    }
-  }
-  void sample(const float* logits, size_t ld, int V, int kind, int j, int n) const {
-    if (so) so->end_step(logits, ld, V, kind, j);
-    else batch_sample(b, st, b->d_rows, n, logits, ld, V, kind, j);
-  }
-};
-
 // One stack (talker or predictor) over the rows of m (its final norm is the
 // caller's: it runs on the rows that produce logits).
-void batch_stack(const StepSink& k, const StackD& S, const std::vector<LayerD>& layers, const bt::RowMap& m) {
-  tb_batch* b = k.b;
+void batch_stack(tb_batch* b, cudaStream_t st, const StackD& S, const std::vector<LayerD>& layers,
+                 const bt::RowMap& m) {
   const int QN = (S.nh + 2 * S.nkv) * HD;
   tc_layers<true>(
-      k.st, S, layers.data(), m.n, b->x, b->in, b->qkv, b->mlp,
+      st, S, layers.data(), m.n, b->x, b->in, b->qkv, b->mlp,
       [&](int l, const LayerD& L) {
-        bt::Op op = rows_op(bt::OP_ROPE_ATTEND, m.n / bt::rows_per_stream(m) * S.nkv);
-        op.talker = m.talker;
-        op.ra = bt::RopeAttendArgs{m, l, L.q_norm, L.k_norm, b->qkv, QN, b->in};
-        k.rows(op);
+        bt::rope_attend<<<m.n / bt::rows_per_stream(m) * S.nkv, bt::AT, 0, st>>>(b->s, m, S, l, L.q_norm,
+                                                                                  L.k_norm, b->qkv, QN, b->in);
       },
-      &b->sk, k.rec());
+      &b->sk);
 }
 
 // The frame of every stream in rows[0..n) (device list b->d_rows): the code
 // predictor's 15 steps, then the talker step that samples the next group 0.
-void batch_frame(const StepSink& k, int n) {
-  tb_batch* b = k.b;
+int batch_frame(tb_batch* b, cudaStream_t st, int n) {
   tb_engine* e = b->e;
   const WeightsD& w = e->P.w;
   const StackD& T = w.tk;
@@ -186,114 +111,50 @@ void batch_frame(const StepSink& k, int n) {
   for (int j = 1; j < b->G; j++) {
     const int rows = j == 1 ? 2 * n : n;
     // Raw inputs, projected to the predictor's width when it differs (1.7B).
-    bt::Op in = rows_op(bt::OP_PREDICTOR_INPUT, n);
-    in.rows = b->d_rows;
-    in.H = H;
-    in.j = j;
-    in.dst = w.proj_w ? b->xin : b->x;
-    k.rows(in);
+    float* raw = w.proj_w ? b->xin : b->x;
+    bt::predictor_input<<<n, pf::PT, 0, st>>>(b->s, b->d_rows, w, H, j, raw);
     if (w.proj_w) {
-      gemm_run<pf::EPI_STORE>(k.st, {w.proj_w, nullptr, Hp, H, b->xin, H, rows, b->x, Hp}, &b->sk, k.rec());
-      bt::Op bias = rows_op(bt::OP_ADD_BIAS, std::min(rows * Hp / pf::PT + 1, 1024));
-      bias.dst = b->x;
-      bias.n = rows;
-      bias.H = Hp;
-      bias.w = w.proj_b;
-      k.rows(bias);
+      gemm_run<pf::EPI_STORE>(st, {w.proj_w, nullptr, Hp, H, b->xin, H, rows, b->x, Hp}, &b->sk);
+      bt::add_bias<<<std::min(rows * Hp / pf::PT + 1, 1024), pf::PT, 0, st>>>(b->x, rows, Hp, w.proj_b);
     }
-    batch_stack(k, C, e->cp_layers, bt::RowMap{b->d_rows, rows, 0, j});
+    batch_stack(b, st, C, e->cp_layers, bt::RowMap{b->d_rows, rows, 0, j});
     // The step's logits come from each stream's last row: row 2r + 1 at step 1.
     const float* last = j == 1 ? b->x + Hp : b->x;
     const int ld = j == 1 ? 2 * Hp : Hp;
-    gemm_run<pf::EPI_STORE, true>(k.st,
+    gemm_run<pf::EPI_STORE, true>(st,
                                   {w.cp_heads + (size_t)(j - 1) * b->Vp * Hp, nullptr, b->Vp, Hp, last, ld, n,
                                    b->plog + (size_t)(j - 1) * b->Vp, (b->G - 1) * b->Vp, C.final_norm, C.eps},
-                                  &b->sk, k.rec());
-    k.sample(b->plog + (size_t)(j - 1) * b->Vp, (size_t)(b->G - 1) * b->Vp, b->Vp, bt::SAMPLE_PREDICTOR, j, n);
+                                  &b->sk);
+    batch_sample(b, st, b->d_rows, n, b->plog + (size_t)(j - 1) * b->Vp, (size_t)(b->G - 1) * b->Vp, b->Vp,
+                 bt::SAMPLE_PREDICTOR, j);
   }
-  bt::Op in = rows_op(bt::OP_TALKER_INPUT, n);
-  in.rows = b->d_rows;
-  in.H = H;
-  in.dst = b->x;
-  k.rows(in);
-  batch_stack(k, T, e->tk_layers, bt::RowMap{b->d_rows, n, 1, 0});
-  bt::Op norm = rows_op(bt::OP_RMS_ROWS, n);
-  norm.src = b->x;
-  norm.ld_src = H;
-  norm.H = H;
-  norm.w = T.final_norm;
-  norm.eps = T.eps;
-  norm.dst = b->hn;
-  norm.ld_dst = H;
-  k.rows(norm);
-  bt::Op keep = rows_op(bt::OP_SCATTER_ROWS, n);
-  keep.src = b->hn;
-  keep.H = H;
-  keep.rows = b->d_rows;
-  keep.dst = b->s.hidden;
-  k.rows(keep);
-  gemm_run<pf::EPI_STORE>(k.st, {w.codec_head, nullptr, b->V, H, b->hn, H, n, b->tlog, b->V}, &b->sk, k.rec());
-  k.sample(b->tlog, b->V, b->V, bt::SAMPLE_TALKER, 0, n);
+  bt::talker_input<<<n, pf::PT, 0, st>>>(b->s, b->d_rows, w, H, b->x);
+  batch_stack(b, st, T, e->tk_layers, bt::RowMap{b->d_rows, n, 1, 0});
+  pf::rms_rows<<<n, pf::PT, 0, st>>>(b->x, H, H, T.final_norm, T.eps, b->hn, H);
+  bt::scatter_rows<<<n, pf::PT, 0, st>>>(b->hn, H, b->d_rows, b->s.hidden);
+  gemm_run<pf::EPI_STORE>(st, {w.codec_head, nullptr, b->V, H, b->hn, H, n, b->tlog, b->V}, &b->sk);
+  batch_sample(b, st, b->d_rows, n, b->tlog, b->V, b->V, bt::SAMPLE_TALKER, 0);
+  CK(cudaGetLastError());
+  return 0;
 }
 
-// The persistent path's launches for n rows (ops recorded and uploaded by
-// batch_prepare): a run_ops launch and a sampling launch a stack step.
-cudaError_t batch_run_launches(tb_batch* b, cudaStream_t st, int n) {
-  const StepOps& so = b->steps[n];
-  const int steps = (int)so.samples.size();  // G: the counters of b->bars
-  for (int k = 0; k < steps; k++) {
-    // Step k counts on bars[k]; the first zeroes the last's (the previous
-    // frame's, ended), the last zeroes the others (this frame's, ended).
-    bt::RunArgs ra{b->s, b->e->P.w, b->ops[n] + so.seg[k], so.seg[k + 1] - so.seg[k], b->bars + k, nullptr, 0};
-    if (k == 0) {
-      ra.reset = b->bars + steps - 1;
-      ra.nreset = 1;
-    } else if (k == steps - 1) {
-      ra.reset = b->bars;
-      ra.nreset = steps - 1;
-    }
-    void* args[] = {&ra};
-    cudaError_t err =
-        cudaLaunchCooperativeKernel((const void*)bt::run_ops, dim3(b->run_grid), dim3(pf::PT), args, bt::RUN_SMEM, st);
-    if (err != cudaSuccess) return err;
-    const StepOps::Sample& q = so.samples[k];
-    batch_sample(b, st, b->d_rows, n, q.logits, q.ld, q.V, q.kind, q.j);
-    if ((err = cudaGetLastError()) != cudaSuccess) return err;
-  }
-  return cudaSuccess;
-}
-
-// The step for n rows as a CUDA graph, captured on first use: up to
-// b->run_rows rows the persistent path (its ops recorded and uploaded
-// first), else the launch path.
-int batch_prepare(tb_batch* b, int n) {
-  if (b->graphs[n]) return 0;
-  const bool run = n <= b->run_rows;
-  if (run && !b->ops[n]) {
-    StepOps& so = b->steps[n];
-    so = StepOps{};
-    batch_frame(StepSink{b, nullptr, &so}, n);
-    CK(cudaMalloc(&b->ops[n], so.ops.size() * sizeof(bt::Op)));
-    CK(cudaMemcpy(b->ops[n], so.ops.data(), so.ops.size() * sizeof(bt::Op), cudaMemcpyHostToDevice));
-  }
+// The step graph for n rows, captured on first use.
+int batch_graph(tb_batch* b, int n) {
+  cudaGraphExec_t& ge = b->graphs[n];
+  if (ge) return 0;
   cudaGraph_t g = nullptr;
   CK(cudaStreamBeginCapture(b->capture, cudaStreamCaptureModeThreadLocal));
-  cudaError_t err = cudaSuccess;
-  if (run) {
-    err = batch_run_launches(b, b->capture, n);
-  } else {
-    batch_frame(StepSink{b, b->capture, nullptr}, n);
-    err = cudaGetLastError();
-  }
+  const int rc = batch_frame(b, b->capture, n);
   const cudaError_t end = cudaStreamEndCapture(b->capture, &g);
-  if (err != cudaSuccess || end != cudaSuccess) {
+  if (rc) {
     if (g) cudaGraphDestroy(g);
-    return fail("batch step capture: %s", cudaGetErrorString(err != cudaSuccess ? err : end));
+    return -1;
   }
-  const cudaError_t inst = cudaGraphInstantiateWithFlags(&b->graphs[n], g, 0);
+  CK(end);
+  const cudaError_t inst = cudaGraphInstantiateWithFlags(&ge, g, 0);
   cudaGraphDestroy(g);
   if (inst != cudaSuccess) {
-    b->graphs[n] = nullptr;
+    ge = nullptr;
     return fail("batch step graph: %s", cudaGetErrorString(inst));
   }
   return 0;
@@ -393,17 +254,8 @@ tb_batch* tb_batch_create(tb_engine* e, int max_streams, int max_positions) {
   b->sk.sms = e->sms;
   b->sk.ws_floats = (size_t)2 * e->sms * pf::split_partials(4, 2, true);
   if (b->alloc(&b->sk.ws, b->sk.ws_floats) || b->alloc(&b->sk.tickets, e->sms) ||
-      cudaMemset(b->sk.tickets, 0, e->sms * sizeof(unsigned)) != cudaSuccess || b->alloc(&b->bars, w.G) ||
-      cudaMemset(b->bars, 0, w.G * sizeof(unsigned)) != cudaSuccess)
+      cudaMemset(b->sk.tickets, 0, e->sms * sizeof(unsigned)) != cudaSuccess)
     return bail();
-  // run_ops: as many CTAs as can be resident (cooperative launch).
-  int per_sm = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, bt::run_ops, pf::PT, bt::RUN_SMEM) != cudaSuccess ||
-      per_sm < 1) {
-    fail("batch step kernel: no CTA fits an SM (%s)", cudaGetErrorString(cudaGetLastError()));
-    return bail();
-  }
-  b->run_grid = per_sm * e->sms;
   if (cudaMallocHost(&b->h_rows, rows * sizeof(int32_t)) != cudaSuccess ||
       cudaMallocHost(&b->h_out, (size_t)cap * bt::OUTW * sizeof(int32_t)) != cudaSuccess ||
       cudaMallocHost(&b->h_teach, (size_t)cap * (1 + MAXG) * sizeof(int32_t)) != cudaSuccess ||
@@ -425,8 +277,6 @@ tb_batch* tb_batch_create(tb_engine* e, int max_streams, int max_positions) {
   b->last_row.assign(cap, -1);
   b->pos.assign(cap, 0);
   b->graphs.assign(cap + 1, nullptr);
-  b->ops.assign(cap + 1, nullptr);
-  b->steps.resize(cap + 1);
   b->trail.assign(cap, nullptr);
   b->trail_cap.assign(cap, 0);
   for (int i = 0; i < cap; i++) {
@@ -611,7 +461,7 @@ int tb_batch_step(tb_batch* b, const int32_t* slots, int n, const int32_t* teach
   // Positions: checked on the host from the slot's frame count kept below.
   CK(cudaMemcpyAsync(b->d_rows, b->h_rows, n * 4, cudaMemcpyHostToDevice, st));
   CK(cudaMemcpyAsync(b->s.teach, b->h_teach, (size_t)b->cap * (1 + MAXG) * 4, cudaMemcpyHostToDevice, st));
-  if (batch_prepare(b, n)) return -1;
+  if (batch_graph(b, n)) return -1;
   CK(cudaGraphLaunch(b->graphs[n], st));
   for (int r = 0; r < n; r++)
     CK(cudaMemcpyAsync(b->h_out + slots[r] * bt::OUTW, b->s.out + slots[r] * bt::OUTW, bt::OUTW * 4,
@@ -630,17 +480,7 @@ int tb_batch_prepare(tb_batch* b) {
   if (!b) return fail("no batch");
   CK(cudaSetDevice(b->e->dev));
   for (int n = 1; n <= b->cap; n++)
-    if (batch_prepare(b, n)) return -1;
-  return 0;
-}
-
-int tb_batch_set_run_rows(tb_batch* b, int rows) {
-  if (!b) return fail("no batch");
-  if (rows < 0) return fail("run_rows %d must be >= 0", rows);
-  CK(cudaSetDevice(b->e->dev));
-  CK(cudaStreamSynchronize(b->e->stream));  // no step in flight uses a graph dropped here
-  b->drop_graphs();
-  b->run_rows = rows;
+    if (batch_graph(b, n)) return -1;
   return 0;
 }
 

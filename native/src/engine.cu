@@ -17,7 +17,6 @@
 #include "../include/talkbox_native.h"
 #include "kernel.cuh"
 #include "prefill_tc.cuh"
-#include "batch_run.cuh"
 #include "textproj.cuh"
 
 using namespace tb;
@@ -343,28 +342,17 @@ struct SplitK {
   int sms = 0;
 };
 
-// Ops is where the batched step records its launches instead of making them
-// (batch_run.cuh); null: launch.
-using Ops = std::vector<bt::Op>;
-
-void record_gemm(Ops* rec, int MT, int NT8, int EPI, bool NORM, bool SPLIT, dim3 grid, const pf::GemmArgs& g) {
-  bt::Op op{};
-  op.kind = bt::OP_GEMM;
-  op.grid = make_uint3(grid.x, grid.y, grid.z);
-  op.mt = MT;
-  op.nt8 = NT8;
-  op.epi = EPI;
-  op.norm = NORM;
-  op.split = SPLIT;
-  op.g = g;
-  rec->push_back(op);
-}
+// The row tiles whose products split K: two (17-32 rows). There it took the
+// batched step at 32 streams from 7.5 to 6.4 ms (H100, 0.6B); at one row
+// tile it changed the step by -2% to +1% and at four (64 streams) made it
+// 1% slower, so those keep the unsplit kernel.
+constexpr bool split_k_rows(int MT) { return MT == 2; }
 
 template <int MT, int NT8, int EPI, bool NORM>
-void gemm_launch(cudaStream_t st, pf::GemmArgs g, const SplitK* sk, Ops* rec) {
+void gemm_launch(cudaStream_t st, pf::GemmArgs g, const SplitK* sk) {
   const int cols = EPI == pf::EPI_SILU ? 4 * NT8 : 8 * NT8;
   dim3 grid(g.N / cols, (g.M + 16 * MT - 1) / (16 * MT));
-  if constexpr (pf::split_k_rows(MT)) {
+  if constexpr (split_k_rows(MT)) {
     const int tiles = grid.x * grid.y, steps = (g.K + pf::KSTEP - 1) / pf::KSTEP;
     // Slices of at least two K steps a warp, enough of them for about one
     // CTA an SM.
@@ -377,44 +365,45 @@ void gemm_launch(cudaStream_t st, pf::GemmArgs g, const SplitK* sk, Ops* rec) {
         g.kc = per * pf::KSTEP;
         g.ws = sk->ws;
         g.tickets = sk->tickets;
-        if (rec) record_gemm(rec, MT, NT8, EPI, NORM, true, grid, g);
-        else pf::gemm<MT, NT8, EPI, NORM, true><<<grid, pf::PT, 0, st>>>(g);
+        pf::gemm<MT, NT8, EPI, NORM, true><<<grid, pf::PT, 0, st>>>(g);
         return;
       }
     }
   }
-  if (rec) record_gemm(rec, MT, NT8, EPI, NORM, false, grid, g);
-  else pf::gemm<MT, NT8, EPI, NORM><<<grid, pf::PT, 0, st>>>(g);
+  pf::gemm<MT, NT8, EPI, NORM><<<grid, pf::PT, 0, st>>>(g);
 }
 
-// Column tiles per CTA (NT8, pf::wide_tiles and narrow_tiles): N = hidden
-// (O, down) takes the wide tiles when K may be split (sk). N must be a
-// multiple of the narrowest choice's columns (8; EPI_SILU 4); the batched
-// decode's tiny test shapes take it where the wide one does not divide N.
+// Column tiles per CTA (NT8): wide N (QKV, gate/up, heads) takes 4 tiles so a
+// CTA reuses each activation load 4 times (2 at 4 row tiles, for registers);
+// N = hidden (O, down) takes 1 so there are still ~128 CTAs to stream the
+// weights, or the wide tiles when K may be split (sk). EPI_SILU's tiles are
+// half gate, half up: at least 2. N must be a multiple of the narrowest
+// choice's columns (8; EPI_SILU 4); the batched decode's tiny test shapes
+// take it where the wide one does not divide N.
 template <int MT, int EPI, bool NORM>
-void gemm_cols(cudaStream_t st, const pf::GemmArgs& g, const SplitK* sk, Ops* rec) {
-  constexpr int wide = pf::wide_tiles(MT);
-  constexpr int narrow = pf::narrow_tiles(EPI);
+void gemm_cols(cudaStream_t st, const pf::GemmArgs& g, const SplitK* sk) {
+  constexpr int wide = MT <= 2 ? 4 : 2;
+  constexpr int narrow = EPI == pf::EPI_SILU ? 2 : 1;
   constexpr int unit = EPI == pf::EPI_SILU ? 4 : 8;
-  if ((EPI != pf::EPI_ADD || (pf::split_k_rows(MT) && sk)) && g.N % (wide * unit) == 0)
-    gemm_launch<MT, wide, EPI, NORM>(st, g, sk, rec);
+  if ((EPI != pf::EPI_ADD || (split_k_rows(MT) && sk)) && g.N % (wide * unit) == 0)
+    gemm_launch<MT, wide, EPI, NORM>(st, g, sk);
   else
-    gemm_launch<MT, narrow, EPI, NORM>(st, g, sk, rec);
+    gemm_launch<MT, narrow, EPI, NORM>(st, g, sk);
 }
 
 // NORM: g.A's rows RMSNorm'd with g.norm on the way in (pf::gemm). sk: K
-// may be split (SplitK). rec: recorded, not launched (Ops).
+// may be split (SplitK).
 template <int EPI, bool NORM = false>
-void gemm_run(cudaStream_t st, const pf::GemmArgs& g, const SplitK* sk = nullptr, Ops* rec = nullptr) {
+void gemm_run(cudaStream_t st, const pf::GemmArgs& g, const SplitK* sk = nullptr) {
   switch (gemm_mt(g.M)) {
     case 1:
-      gemm_cols<1, EPI, NORM>(st, g, sk, rec);
+      gemm_cols<1, EPI, NORM>(st, g, sk);
       break;
     case 2:
-      gemm_cols<2, EPI, NORM>(st, g, sk, rec);
+      gemm_cols<2, EPI, NORM>(st, g, sk);
       break;
     default:
-      gemm_cols<4, EPI, NORM>(st, g, sk, rec);
+      gemm_cols<4, EPI, NORM>(st, g, sk);
   }
 }
 
@@ -424,29 +413,28 @@ void gemm_run(cudaStream_t st, const pf::GemmArgs& g, const SplitK* sk = nullptr
 // each row's attention context in `in`. FUSED_NORM: the norms run inside
 // the GEMMs they feed (pf::gemm's NORM; the batched decode, where launches
 // are most of a step's time), else as launches of their own (the prefill, as
-// tested against the cooperative passes). rec (FUSED_NORM only): the
-// products recorded, not launched (Ops); attend records its own.
+// tested against the cooperative passes).
 template <bool FUSED_NORM = false, class Attend>
 void tc_layers(cudaStream_t st, const StackD& S, const LayerD* layers, int n, float* x, float* in, float* qkv,
-               float* mlp, Attend attend, const SplitK* sk = nullptr, Ops* rec = nullptr) {
+               float* mlp, Attend attend, const SplitK* sk = nullptr) {
   const int H = S.H, I = S.I, AO = S.nh * HD, QN = (S.nh + 2 * S.nkv) * HD;
   for (int l = 0; l < S.L; l++) {
     const LayerD& L = layers[l];
     if (FUSED_NORM) {
-      gemm_run<pf::EPI_STORE, true>(st, {L.qkv, nullptr, QN, H, x, H, n, qkv, QN, L.in_norm, S.eps}, sk, rec);
+      gemm_run<pf::EPI_STORE, true>(st, {L.qkv, nullptr, QN, H, x, H, n, qkv, QN, L.in_norm, S.eps}, sk);
     } else {
       pf::rms_rows<<<n, pf::PT, 0, st>>>(x, H, H, L.in_norm, S.eps, in, H);
       gemm_run<pf::EPI_STORE>(st, {L.qkv, nullptr, QN, H, in, H, n, qkv, QN}, sk);
     }
     attend(l, L);
-    gemm_run<pf::EPI_ADD>(st, {L.o, nullptr, H, AO, in, AO, n, x, H}, sk, rec);
+    gemm_run<pf::EPI_ADD>(st, {L.o, nullptr, H, AO, in, AO, n, x, H}, sk);
     if (FUSED_NORM) {
-      gemm_run<pf::EPI_SILU, true>(st, {L.gate, L.up, I, H, x, H, n, mlp, I, L.post_norm, S.eps}, sk, rec);
+      gemm_run<pf::EPI_SILU, true>(st, {L.gate, L.up, I, H, x, H, n, mlp, I, L.post_norm, S.eps}, sk);
     } else {
       pf::rms_rows<<<n, pf::PT, 0, st>>>(x, H, H, L.post_norm, S.eps, in, H);
       gemm_run<pf::EPI_SILU>(st, {L.gate, L.up, I, H, in, H, n, mlp, I}, sk);
     }
-    gemm_run<pf::EPI_ADD>(st, {L.down, nullptr, H, I, mlp, I, n, x, H}, sk, rec);
+    gemm_run<pf::EPI_ADD>(st, {L.down, nullptr, H, I, mlp, I, n, x, H}, sk);
   }
 }
 

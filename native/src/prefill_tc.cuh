@@ -65,28 +65,6 @@ struct GemmArgs {
   unsigned* tickets;
 };
 
-// Column tiles per CTA (NT8; engine.cu's gemm_cols chooses): wide for wide N
-// (QKV, gate/up, heads), so a CTA reuses each activation load 4 times (2 at
-// 4 row tiles, for registers); narrow for N = hidden (O, down), so there are
-// still ~128 CTAs to stream the weights. EPI_SILU's tiles are half gate, half
-// up: at least 2.
-__host__ __device__ constexpr int wide_tiles(int MT) { return MT <= 2 ? 4 : 2; }
-__host__ __device__ constexpr int narrow_tiles(int EPI) { return EPI == EPI_SILU ? 2 : 1; }
-
-// The row tiles whose products may split K: two (17-32 rows). There it took
-// the batched step at 32 streams from 7.5 to 6.4 ms (H100, 0.6B); at one row
-// tile it changed the step by -2% to +1% and at four (64 streams) made it 1%
-// slower, so those keep the unsplit kernel.
-__host__ __device__ constexpr bool split_k_rows(int MT) { return MT == 2; }
-
-// K steps a gemm warp loads before it multiplies (gemm_block): rounds of 4
-// at one row tile (16 rows), whose loads are few; at more row tiles the
-// activations' registers leave room for one step (the loop unrolled twice).
-// Rounds of 4 at one row tile took the batched step's persistent kernel
-// (batch_run.cuh) at one stream from 4.02 to 3.56 ms a frame (H200, 0.6B);
-// 8 at one or two column tiles, or 2 or 3 at two row tiles, were slower.
-__host__ __device__ constexpr int gemm_round(int MT) { return MT == 1 ? 4 : 1; }
-
 // The floats a split-K slice of one CTA leaves in GemmArgs::ws: its tile's
 // partial products, then (NORM) its rows' sums of squares.
 __host__ __device__ constexpr int split_partials(int MT, int NT8, bool NORM) {
@@ -111,26 +89,15 @@ __host__ __device__ constexpr int split_partials(int MT, int NT8, bool NORM) {
 // would leave most SMs idle or, at 8 columns a CTA, read every activation
 // row 128 times over): see GemmArgs. The sums keep a fixed order (warps,
 // then slices), so results still do not depend on scheduling.
-//
-// gemm_block is one CTA's share: column tile bi.x, row tile bi.y, K slice
-// bi.z of a grid of nb; the gemm kernel runs it at its blockIdx, the batched
-// step's persistent kernel (batch_run.cuh) at the blocks it deals itself.
-template <int MT, int NT8, bool NORM>
-struct GemmSmem {
+template <int MT, int NT8, int EPI, bool NORM = false, bool SPLIT = false>
+__global__ void __launch_bounds__(PT) gemm(const GemmArgs g) {
   static_assert(MT * NT8 <= 8, "partial tiles must fit the shared reduction buffer");
-  float red[PW][MT * NT8 * 4][32];
-  float rss[NORM ? PW : 1][NORM ? 16 * MT : 1];  // NORM: each warp's sums of squares by row
-  bool last;                          // SPLIT: this CTA finishes its tile
-};
-
-template <int MT, int NT8, int EPI, bool NORM, bool SPLIT>
-__device__ __forceinline__ void gemm_block(const GemmArgs g, uint3 bi, uint3 nb, GemmSmem<MT, NT8, NORM>& sm) {
-  auto& red = sm.red;
-  auto& rss = sm.rss;
+  __shared__ float red[PW][MT * NT8 * 4][32];
+  __shared__ float rss[NORM ? PW : 1][16 * MT];  // NORM: each warp's sums of squares by row
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
   constexpr int P = EPI == EPI_SILU ? NT8 / 2 : NT8;  // output column tiles
-  const int n0 = bi.x * 8 * P;
-  const int m0 = bi.y * 16 * MT;
+  const int n0 = blockIdx.x * 8 * P;
+  const int m0 = blockIdx.y * 16 * MT;
   // Warp w takes the 32-column K steps w, w + PW, ...: K need only be a
   // multiple of KSTEP (checked by the host), and a CTA's warps read
   // neighbouring 64-byte pieces of each weight row at once.
@@ -160,77 +127,58 @@ __device__ __forceinline__ void gemm_block(const GemmArgs g, uint3 bi, uint3 nb,
       for (int e = 0; e < 4; e++) acc[mt][j][e] = 0.f;
   float ss[MT][2] = {};  // NORM: this lane's sums of squares of rows g and g + 8
 
-  const int kz = SPLIT ? bi.z * g.kc : 0, kend = SPLIT ? min(g.K, kz + g.kc) : g.K;
-  // U K steps a round, every load of the round issued before any product:
-  // a warp has few steps (4 at K = 1024), and the loads of one or two steps
-  // in flight left each step waiting out a DRAM round trip.
-  constexpr int U = gemm_round(MT);
-  auto round = [&](int k0) {
-    uint4 w[U][NT8];
-    float4 av[U][MT][2][2];
-    uint4 nw[U];
+  const int kz = SPLIT ? blockIdx.z * g.kc : 0, kend = SPLIT ? min(g.K, kz + g.kc) : g.K;
+#pragma unroll 2
+  for (int k = kz + warp * KSTEP; k < kend; k += PW * KSTEP) {
+    // K a multiple of 8 but not of KSTEP (the batched decode's tiny test
+    // shapes): the lanes past K load zeros.
+    const bool kin = k + kw < g.K;
+    uint4 w[NT8];
 #pragma unroll
-    for (int u = 0; u < U; u++) {
-      const int k = k0 + u * PW * KSTEP;
-      // K a multiple of 8 but not of KSTEP (the batched decode's tiny test
-      // shapes): the lanes past K load zeros.
-      const bool kin = k < kend && k + kw < g.K;
+    for (int j = 0; j < NT8; j++) w[j] = kin ? ldw(wp[j] + k / 8) : make_uint4(0, 0, 0, 0);
+    float4 av[MT][2][2];
 #pragma unroll
-      for (int j = 0; j < NT8; j++) w[u][j] = kin ? ldw(wp[j] + k / 8) : make_uint4(0, 0, 0, 0);
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+      for (int h = 0; h < 2; h++)
+#pragma unroll
+        for (int q = 0; q < 2; q++)
+          av[mt][h][q] = ok[mt][h] && kin ? __ldcg(reinterpret_cast<const float4*>(ap[mt][h] + k) + q)
+                                          : make_float4(0.f, 0.f, 0.f, 0.f);
+    if constexpr (NORM) {
+      const uint4 nw = kin ? __ldg(reinterpret_cast<const uint4*>(g.norm + k + kw)) : make_uint4(0, 0, 0, 0);
 #pragma unroll
       for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-        for (int h = 0; h < 2; h++)
-#pragma unroll
-          for (int q = 0; q < 2; q++)
-            av[u][mt][h][q] = ok[mt][h] && kin ? __ldcg(reinterpret_cast<const float4*>(ap[mt][h] + k) + q)
-                                               : make_float4(0.f, 0.f, 0.f, 0.f);
-      if constexpr (NORM) nw[u] = kin ? __ldg(reinterpret_cast<const uint4*>(g.norm + k + kw)) : make_uint4(0, 0, 0, 0);
-    }
-#pragma unroll
-    for (int u = 0; u < U; u++) {
-      if constexpr (NORM) {
-#pragma unroll
-        for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-          for (int h = 0; h < 2; h++) {
-            float4& a0 = av[u][mt][h][0];
-            float4& a1 = av[u][mt][h][1];
-            ss[mt][h] += a0.x * a0.x + a0.y * a0.y + a0.z * a0.z + a0.w * a0.w + a1.x * a1.x + a1.y * a1.y +
-                         a1.z * a1.z + a1.w * a1.w;
-            a0 = make_float4(a0.x * bflo(nw[u].x), a0.y * bfhi(nw[u].x), a0.z * bflo(nw[u].y), a0.w * bfhi(nw[u].y));
-            a1 = make_float4(a1.x * bflo(nw[u].z), a1.y * bfhi(nw[u].z), a1.z * bflo(nw[u].w), a1.w * bfhi(nw[u].w));
-          }
-      }
-#pragma unroll
-      for (int mt = 0; mt < MT; mt++) {
-        uint32_t hi[2][4], lo[2][4];  // [row g / g+8][k pair 0..3]
-#pragma unroll
         for (int h = 0; h < 2; h++) {
-          split_bf16x2(av[u][mt][h][0].x, av[u][mt][h][0].y, hi[h][0], lo[h][0]);
-          split_bf16x2(av[u][mt][h][0].z, av[u][mt][h][0].w, hi[h][1], lo[h][1]);
-          split_bf16x2(av[u][mt][h][1].x, av[u][mt][h][1].y, hi[h][2], lo[h][2]);
-          split_bf16x2(av[u][mt][h][1].z, av[u][mt][h][1].w, hi[h][3], lo[h][3]);
+          float4& a0 = av[mt][h][0];
+          float4& a1 = av[mt][h][1];
+          ss[mt][h] += a0.x * a0.x + a0.y * a0.y + a0.z * a0.z + a0.w * a0.w + a1.x * a1.x + a1.y * a1.y +
+                       a1.z * a1.z + a1.w * a1.w;
+          a0 = make_float4(a0.x * bflo(nw.x), a0.y * bfhi(nw.x), a0.z * bflo(nw.y), a0.w * bfhi(nw.y));
+          a1 = make_float4(a1.x * bflo(nw.z), a1.y * bfhi(nw.z), a1.z * bflo(nw.w), a1.w * bfhi(nw.w));
         }
+    }
 #pragma unroll
-        for (int s = 0; s < 2; s++) {
+    for (int mt = 0; mt < MT; mt++) {
+      uint32_t hi[2][4], lo[2][4];  // [row g / g+8][k pair 0..3]
 #pragma unroll
-          for (int j = 0; j < NT8; j++) {
-            const uint32_t b0 = s ? w[u][j].z : w[u][j].x, b1 = s ? w[u][j].w : w[u][j].y;
-            mma_bf16(acc[mt][j], hi[0][2 * s], hi[1][2 * s], hi[0][2 * s + 1], hi[1][2 * s + 1], b0, b1);
-            mma_bf16(acc[mt][j], lo[0][2 * s], lo[1][2 * s], lo[0][2 * s + 1], lo[1][2 * s + 1], b0, b1);
-          }
+      for (int h = 0; h < 2; h++) {
+        split_bf16x2(av[mt][h][0].x, av[mt][h][0].y, hi[h][0], lo[h][0]);
+        split_bf16x2(av[mt][h][0].z, av[mt][h][0].w, hi[h][1], lo[h][1]);
+        split_bf16x2(av[mt][h][1].x, av[mt][h][1].y, hi[h][2], lo[h][2]);
+        split_bf16x2(av[mt][h][1].z, av[mt][h][1].w, hi[h][3], lo[h][3]);
+      }
+#pragma unroll
+      for (int s = 0; s < 2; s++) {
+#pragma unroll
+        for (int j = 0; j < NT8; j++) {
+          const uint32_t b0 = s ? w[j].z : w[j].x, b1 = s ? w[j].w : w[j].y;
+          mma_bf16(acc[mt][j], hi[0][2 * s], hi[1][2 * s], hi[0][2 * s + 1], hi[1][2 * s + 1], b0, b1);
+          mma_bf16(acc[mt][j], lo[0][2 * s], lo[1][2 * s], lo[0][2 * s + 1], lo[1][2 * s + 1], b0, b1);
         }
       }
     }
-  };
-  // One-step rounds: the loop unrolled twice, as before rounds.
-  if constexpr (U == 1) {
-#pragma unroll 2
-    for (int k0 = kz + warp * KSTEP; k0 < kend; k0 += PW * KSTEP) round(k0);
-  } else {
-#pragma unroll 1
-    for (int k0 = kz + warp * KSTEP; k0 < kend; k0 += U * PW * KSTEP) round(k0);
   }
 
 #pragma unroll
@@ -257,9 +205,9 @@ __device__ __forceinline__ void gemm_block(const GemmArgs g, uint3 bi, uint3 nb,
     // This slice's tile, warps summed, to ws; the last slice to finish sums
     // every slice's into red[0] (rss[0]) for the epilogue.
     constexpr int NP = MT * NT8 * 4 * 32, NR = NORM ? 16 * MT : 0;
-    const int tile = bi.y * nb.x + bi.x;
-    const size_t tiles = (size_t)nb.x * nb.y;
-    float* mine = g.ws + ((size_t)bi.z * tiles + tile) * split_partials(MT, NT8, NORM);
+    const int tile = blockIdx.y * gridDim.x + blockIdx.x;
+    const size_t tiles = (size_t)gridDim.x * gridDim.y;
+    float* mine = g.ws + ((size_t)blockIdx.z * tiles + tile) * split_partials(MT, NT8, NORM);
     for (int i = threadIdx.x; i < NP + NR; i += PT) {
       float v = 0.f;
       if (i < NP) {
@@ -271,15 +219,16 @@ __device__ __forceinline__ void gemm_block(const GemmArgs g, uint3 bi, uint3 nb,
       }
       mine[i] = v;
     }
+    __shared__ bool last;
     __threadfence();  // the partials reach L2 before the ticket counts them
     __syncthreads();
-    if (threadIdx.x == 0) sm.last = atomicAdd(g.tickets + tile, 1u) == nb.z - 1;
+    if (threadIdx.x == 0) last = atomicAdd(g.tickets + tile, 1u) == gridDim.z - 1;
     __syncthreads();
-    if (!sm.last) return;
+    if (!last) return;
     __threadfence();
     for (int i = threadIdx.x; i < NP + NR; i += PT) {
       float v = 0.f;
-      for (int z = 0; z < (int)nb.z; z++)
+      for (int z = 0; z < (int)gridDim.z; z++)
         v += __ldcg(g.ws + ((size_t)z * tiles + tile) * split_partials(MT, NT8, NORM) + i);
       if (i < NP)
         red[0][i >> 5][i & 31] = v;
@@ -324,20 +273,11 @@ __device__ __forceinline__ void gemm_block(const GemmArgs g, uint3 bi, uint3 nb,
   }
 }
 
-// g by value, not __grid_constant__ (gemm_block takes a copy): with it the
-// 64-stream batched step, whose products run as these launches, took 13.3 ms
-// against 11.5 (H200).
-template <int MT, int NT8, int EPI, bool NORM = false, bool SPLIT = false>
-__global__ void __launch_bounds__(PT) gemm(const GemmArgs g) {
-  __shared__ GemmSmem<MT, NT8, NORM> sm;
-  gemm_block<MT, NT8, EPI, NORM, SPLIT>(g, blockIdx, gridDim, sm);
-}
-
 // y[r] = RMSNorm(x[r]) * w for every row r (one CTA a row).
-// rms_rows_block: row `row` (part: PW floats of shared memory).
-__device__ __forceinline__ void rms_rows_block(const float* x, int ldx, int H, const uint16_t* w, float eps, float* y,
-                                               int ldy, int row, float* part) {
-  const float* xr = x + (size_t)row * ldx;
+__global__ void __launch_bounds__(PT) rms_rows(const float* x, int ldx, int H, const uint16_t* w, float eps,
+                                               float* y, int ldy) {
+  __shared__ float part[PW];
+  const float* xr = x + (size_t)blockIdx.x * ldx;
   float s = 0.f;
   for (int i = threadIdx.x; i < H; i += PT) {
     const float v = xr[i];
@@ -350,14 +290,8 @@ __device__ __forceinline__ void rms_rows_block(const float* x, int ldx, int H, c
 #pragma unroll
   for (int i = 0; i < PW; i++) tot += part[i];
   const float r = rsqrtf(tot / (float)H + eps);
-  float* yr = y + (size_t)row * ldy;
+  float* yr = y + (size_t)blockIdx.x * ldy;
   for (int i = threadIdx.x; i < H; i += PT) yr[i] = xr[i] * r * bf(w[i]);
-}
-
-__global__ void __launch_bounds__(PT) rms_rows(const float* x, int ldx, int H, const uint16_t* w, float eps,
-                                               float* y, int ldy) {
-  __shared__ float part[PW];
-  rms_rows_block(x, ldx, H, w, eps, y, ldy, blockIdx.x, part);
 }
 
 struct RopeArgs {
