@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"unsafe"
 
+	"talkbox/internal/errtext"
 	"talkbox/internal/regfile"
 )
 
@@ -141,20 +142,20 @@ func parse(path string, buf []byte) (*File, error) {
 	header := buf[8 : 8+n]
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(header, &raw); err != nil {
-		return nil, fmt.Errorf("%w: %s: header is not a JSON object: %v", ErrFormat, path, err)
+		return nil, fmt.Errorf("%w: %s: header is not a JSON object: %s", ErrFormat, path, errtext.Brief(err))
 	}
 	sf := &File{Path: path, tensors: make(map[string]Info, len(raw)), data: buf[8+n:]}
 	dataLen := int64(len(sf.data))
 	for name, msg := range raw {
 		if name == "__metadata__" {
 			if err := json.Unmarshal(msg, &sf.Metadata); err != nil {
-				return nil, fmt.Errorf("%w: %s: __metadata__ must map strings to strings: %v", ErrFormat, path, err)
+				return nil, fmt.Errorf("%w: %s: __metadata__ must map strings to strings: %s", ErrFormat, path, errtext.Brief(err))
 			}
 			continue
 		}
 		var e headerEntry
 		if err := json.Unmarshal(msg, &e); err != nil {
-			return nil, fmt.Errorf("%w: %s: tensor %q: %v", ErrFormat, path, name, err)
+			return nil, fmt.Errorf("%w: %s: tensor %q: %s", ErrFormat, path, name, errtext.Brief(err))
 		}
 		if e.DType == nil || e.Shape == nil || e.DataOffsets == nil {
 			return nil, fmt.Errorf("%w: %s: tensor %q: needs dtype, shape and data_offsets", ErrFormat, path, name)

@@ -3,11 +3,14 @@ package safetensors
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"talkbox/internal/errtext"
 )
 
 // image builds a safetensors byte image from a raw header and data block.
@@ -136,6 +139,12 @@ func TestRejectsBadFiles(t *testing.T) {
 	}
 	if _, err := Parse("ok", image(ok, data8)); err != nil {
 		t.Errorf("valid image rejected: %v", err)
+	}
+	// A JSON error quotes the number it rejected; a header can hold one of
+	// megabytes, and the error keeps errtext.Max bytes of it.
+	huge := `{"x":{"dtype":"F32","shape":[` + strings.Repeat("3", 1<<20) + `],"data_offsets":[0,8]}}`
+	if _, err := Parse("t.safetensors", image(huge, data8)); err == nil || !errors.Is(err, ErrFormat) || len(err.Error()) > 200+errtext.Max {
+		t.Errorf("a megabyte-long number: error of %d bytes, want ErrFormat within %d", len(fmt.Sprint(err)), 200+errtext.Max)
 	}
 }
 
