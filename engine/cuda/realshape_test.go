@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"talkbox/engine/backend"
@@ -113,4 +114,86 @@ func TestRealShapesAgainstCPU(t *testing.T) {
 	for j := range c.cp {
 		check(fmt.Sprintf("predictor frame 0 group %d", j+1), g.cp[j], c.cp[j])
 	}
+}
+
+// Forty streams at once on the real shapes run the step's 33-64-row products
+// (on Hopper: K split over thread-block clusters, several passes of K a CTA,
+// the norms summed across the cluster); teacher-forced, each stream's logits
+// match the same stream's alone (one row), bit for bit but for a row's sum of
+// squares rounding the other way (TestBatchManyStreamsMatchAlone).
+func TestBatchRealShapesManyStreams(t *testing.T) {
+	m := synthModel(t)
+	H := m.Config.Talker.HiddenSize
+	gpu, err := NewLM(m, Options{MaxPositions: 128})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gpu.Close()
+	const n, kinds, frames = 40, 8, 6
+	many, err := NewBatcher(gpu, n, 128)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer many.Close()
+	alone, err := NewBatcher(gpu, 1, 128)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer alone.Close()
+	type job struct {
+		p       backend.Prompt
+		teacher []backend.Codes
+	}
+	jobs := make([]job, kinds)
+	for i := range jobs {
+		jobs[i].p = syntheticPrompt(H, 20+7*i, 3, uint64(11+i))
+		jobs[i].teacher = make([]backend.Codes, frames)
+		for k := range jobs[i].teacher {
+			for g := range jobs[i].teacher[k] {
+				jobs[i].teacher[k][g] = int32((k*131 + g*37 + 97*i + 5) % 2048)
+			}
+		}
+	}
+	gen := func(lm backend.LM, j job, rec *streamLogits) error {
+		o := backend.GenerateOptions{Talker: sample.Greedy(), Predictor: sample.Greedy(), ExactFrames: frames,
+			TeacherCodes: j.teacher, OnLogits: rec.record}
+		_, _, err := run(t, lm, context.Background(), j.p, o)
+		return err
+	}
+	want := make([]streamLogits, kinds)
+	for i, j := range jobs {
+		if err := gen(alone.LM(), j, &want[i]); err != nil {
+			t.Fatalf("kind %d alone: %v", i, err)
+		}
+	}
+	got := make([]streamLogits, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range got {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = gen(many.LM(), jobs[i%kinds], &got[i])
+		}()
+	}
+	wg.Wait()
+	worst := 0.0
+	for i := range got {
+		if errs[i] != nil {
+			t.Errorf("stream %d: %v", i, errs[i])
+			continue
+		}
+	events:
+		for f := range frames {
+			for grp := range backend.NumGroups {
+				rel, _, err := got[i].compare(&want[i%kinds], f, grp)
+				worst = math.Max(worst, rel)
+				if err != nil || rel > batchTol {
+					t.Errorf("stream %d frame %d group %d: logits %.3g from alone (of the largest) %v", i, f, grp, rel, err)
+					break events
+				}
+			}
+		}
+	}
+	t.Logf("%d streams x %d frames x %d groups: largest difference from alone %.3g of the largest logit", n, frames, backend.NumGroups, worst)
 }

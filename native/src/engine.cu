@@ -103,6 +103,7 @@ struct tb_engine : DeviceMem {
   cudaStream_t stream = nullptr;
   Params P{};
   int grid = 0, smem = 0, mmax = 0, sms = 0;
+  bool clusters = false;  // compute capability 9.0 or later: thread-block clusters (gemm_staged)
   int maxV = 0;  // largest vocabulary (tb_sample's bound)
   unsigned* bars = nullptr;  // the grid barrier's two counters (launch)
   int bar_parity = 0;
@@ -340,9 +341,11 @@ struct SplitK {
   size_t ws_floats = 0;
   unsigned* tickets = nullptr;  // [sms], zero: a product splits only when it has fewer tiles
   int sms = 0;
+  bool clusters = false;  // gemm_staged can run (Hopper or later)
 };
 
-// The row tiles whose products split K: two (17-32 rows). There it took the
+// The row tiles whose products split K in pf::gemm (the batched step before
+// Hopper; on Hopper gemm_staged runs it): two (17-32 rows). There it took the
 // batched step at 32 streams from 7.5 to 6.4 ms (H100, 0.6B); at one row
 // tile it changed the step by -2% to +1% and at four (64 streams) made it
 // 1% slower, so those keep the unsplit kernel.
@@ -391,10 +394,58 @@ void gemm_cols(cudaStream_t st, const pf::GemmArgs& g, const SplitK* sk) {
     gemm_launch<MT, narrow, EPI, NORM>(st, g, sk);
 }
 
+// gemm_staged over 64-column tiles, K split over a cluster of up to
+// MAX_CLUSTER CTAs so that a launch of one row tile has about two CTAs an SM
+// (what fits, by registers) where its column tiles are fewer. One CTA an SM
+// or four gave slower steps at 64 streams (H200: 0.6B 8.81 and 9.19 ms
+// against 8.86; 1.7B 11.86 and 11.67 against 11.26).
+template <int MT, int EPI, bool NORM>
+void staged_launch(cudaStream_t st, pf::GemmArgs g, const SplitK& sk) {
+  dim3 grid((g.N + 8 * pf::PW - 1) / (8 * pf::PW), (g.M + 16 * MT - 1) / (16 * MT));
+  const int steps = (g.K + 31) / 32;
+  // A power of two (cluster shapes). From the column tiles alone: a row's
+  // sums then do not depend on how many rows the launch has (an admission's
+  // prompt rows run several row tiles).
+  const int want = std::min({pf::MAX_CLUSTER, 2 * sk.sms / (int)grid.x, steps});
+  int ks = 1;
+  while (2 * ks <= want) ks *= 2;
+  if (ks > 1) {
+    grid.z = ks;
+    g.kc = (steps + ks - 1) / ks * 32;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = dim3(pf::PT);
+    cfg.stream = st;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = 1;
+    at[0].val.clusterDim.y = 1;
+    at[0].val.clusterDim.z = ks;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    cudaLaunchKernelEx(&cfg, pf::gemm_staged<MT, EPI, NORM, true>, g);
+    return;
+  }
+  pf::gemm_staged<MT, EPI, NORM, false><<<grid, pf::PT, 0, st>>>(g);
+}
+
 // NORM: g.A's rows RMSNorm'd with g.norm on the way in (pf::gemm). sk: K
 // may be split (SplitK).
 template <int EPI, bool NORM = false>
 void gemm_run(cudaStream_t st, const pf::GemmArgs& g, const SplitK* sk = nullptr) {
+  if (sk && sk->clusters) {
+    switch (gemm_mt(g.M)) {
+      case 1:
+        staged_launch<1, EPI, NORM>(st, g, *sk);
+        return;
+      case 2:
+        staged_launch<2, EPI, NORM>(st, g, *sk);
+        return;
+      default:
+        staged_launch<4, EPI, NORM>(st, g, *sk);
+        return;
+    }
+  }
   switch (gemm_mt(g.M)) {
     case 1:
       gemm_cols<1, EPI, NORM>(st, g, sk);
@@ -574,6 +625,7 @@ tb_engine* tb_create(const tb_weights* w, const tb_params* params) {
   e->Hcp = C.hidden;
   e->maxpos = prm.max_positions;
   e->sms = prop.multiProcessorCount;
+  e->clusters = prop.major >= 9;
 
   // Shared memory: activations for mmax tokens, or attention / sampling scratch.
   int maxK = 0;

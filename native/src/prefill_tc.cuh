@@ -9,6 +9,7 @@
 // 16 significant bits), so the products are as exact as the fp32 matvecs of
 // the decode kernel, and the weights are bf16 anyway.
 #pragma once
+#include <cooperative_groups.h>
 #include <cstdint>
 
 #include "kernel.cuh"
@@ -271,6 +272,169 @@ __global__ void __launch_bounds__(PT) gemm(const GemmArgs g) {
       *c = v;
     }
   }
+}
+
+// The batched decode's products on Hopper (gemm_staged; pf::gemm elsewhere).
+// pf::gemm's warps split K and each CTA owns 8-32 columns, so every CTA reads
+// all of A and splits it into bf16 terms itself, at 64 rows its accumulators
+// take it to 141-198 registers (one CTA an SM), and its narrow products split
+// K through global partials, a fence and a ticket. Here a CTA's 8 warps own 8
+// output columns each (64 a CTA) and share A: the CTA stages A's rows once per
+// pass of SKP K columns, split into bf16 hi and lo terms in shared memory, and
+// each warp multiplies them by its columns' weights. K is split over the CTAs
+// of a thread-block cluster (gridDim.z = the cluster's size): each leaves its
+// partial tile in its shared memory and, after a cluster barrier, reduces a
+// share of the tile's outputs from every rank's, in rank order. A row's sums
+// do not depend on the other rows, the row count or scheduling, so a stream
+// gets the same bits in a batch of any size.
+constexpr int SKP = 128;        // K columns staged per pass
+constexpr int MAX_CLUSTER = 8;  // the portable cluster size
+
+template <int MT, int EPI, bool NORM, bool SPLIT>
+__global__ void __launch_bounds__(PT, 2) gemm_staged(const GemmArgs g) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr int R = 16 * MT;                   // rows a CTA
+  constexpr int NW = EPI == EPI_SILU ? 2 : 1;  // weight rows a column: gate and up, or one
+  constexpr int KG = SKP / 32;                 // 32-column K groups a pass
+  constexpr int TPR = PT / R;                  // staging threads a row
+  constexpr int QPT = SKP / 4 / TPR;           // float4s a staging thread loads a pass
+  constexpr int NP = PW * MT * NW * 4 * 32;    // a CTA's accumulators
+  static_assert(PT % R == 0 && (SKP / 4) % TPR == 0 && TPR <= 32, "staging layout");
+  // [hi, lo][K group][row][t]: lane t of a quad's four bf16 pairs, k 8t..8t+7
+  // of the group (the fragment order of pf::gemm), so a warp's fragment reads
+  // are 512 consecutive bytes. SPLIT: the CTA's partial tile afterwards.
+  __shared__ uint4 sh[2][KG][R][4];
+  static_assert(NP * sizeof(float) <= sizeof(sh), "partials fit the staging buffer");
+  // NORM: the rows' sums of squares, in double so that the rounding of the
+  // total does not depend on how many threads share a row (16 * MT rows): a
+  // stream's results are the same in a batch of any size.
+  __shared__ double rss[NORM ? R : 1];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
+  const int n0 = blockIdx.x * 8 * PW + 8 * warp;  // this warp's 8 output columns
+  const bool wact = n0 < g.N;
+  const int m0 = blockIdx.y * R;
+  const int kz = SPLIT ? blockIdx.z * g.kc : 0, kend = SPLIT ? min(g.K, kz + g.kc) : g.K;
+  const uint16_t* wrow[NW];
+#pragma unroll
+  for (int j = 0; j < NW; j++) wrow[j] = (j ? g.W2 : g.W) + (size_t)(wact ? n0 + gq : 0) * g.K + 8 * tq;
+  const int sr = threadIdx.x / TPR, sq = threadIdx.x % TPR;  // staging: row and first float4
+  const bool srow = m0 + sr < g.M;
+  const float* arow = g.A + (size_t)(srow ? m0 + sr : 0) * g.lda;
+  double ss = 0.0;  // NORM: the staged row's sum of squares (this thread's part)
+  float acc[MT][NW][4] = {};
+
+  for (int kb = kz; kb < kend; kb += SKP) {
+    // This pass's weights first: their DRAM round trip overlaps the staging.
+    uint4 w[NW][KG];
+#pragma unroll
+    for (int kg = 0; kg < KG; kg++)
+#pragma unroll
+      for (int j = 0; j < NW; j++)
+        w[j][kg] = wact && kb + 32 * kg + 8 * tq < kend ? ldw(reinterpret_cast<const uint4*>(wrow[j] + kb + 32 * kg))
+                                                         : make_uint4(0, 0, 0, 0);
+    if (kb != kz) __syncthreads();  // every warp has read the last pass's A
+#pragma unroll
+    for (int i = 0; i < QPT; i++) {
+      const int q = sq + TPR * i, k = kb + 4 * q;
+      float4 a = srow && k < kend ? __ldcg(reinterpret_cast<const float4*>(arow + k)) : make_float4(0.f, 0.f, 0.f, 0.f);
+      if constexpr (NORM) {
+        ss += (double)a.x * a.x + (double)a.y * a.y + (double)a.z * a.z + (double)a.w * a.w;
+        const uint2 nw = k < kend ? __ldg(reinterpret_cast<const uint2*>(g.norm + k)) : make_uint2(0, 0);
+        a = make_float4(a.x * bflo(nw.x), a.y * bfhi(nw.x), a.z * bflo(nw.y), a.w * bfhi(nw.y));
+      }
+      uint32_t h0, l0, h1, l1;
+      split_bf16x2(a.x, a.y, h0, l0);
+      split_bf16x2(a.z, a.w, h1, l1);
+      const int kg = q >> 3, t = (q >> 1) & 3, half = q & 1;
+      reinterpret_cast<uint2*>(&sh[0][kg][sr][t])[half] = make_uint2(h0, h1);
+      reinterpret_cast<uint2*>(&sh[1][kg][sr][t])[half] = make_uint2(l0, l1);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int kg = 0; kg < KG; kg++) {
+      if (kb + 32 * kg >= kend) break;
+#pragma unroll
+      for (int mt = 0; mt < MT; mt++) {
+        const int r = 16 * mt + gq;
+        const uint4 h0 = sh[0][kg][r][tq], h1 = sh[0][kg][r + 8][tq];
+        const uint4 l0 = sh[1][kg][r][tq], l1 = sh[1][kg][r + 8][tq];
+#pragma unroll
+        for (int j = 0; j < NW; j++) {
+          mma_bf16(acc[mt][j], h0.x, h1.x, h0.y, h1.y, w[j][kg].x, w[j][kg].y);
+          mma_bf16(acc[mt][j], l0.x, l1.x, l0.y, l1.y, w[j][kg].x, w[j][kg].y);
+          mma_bf16(acc[mt][j], h0.z, h1.z, h0.w, h1.w, w[j][kg].z, w[j][kg].w);
+          mma_bf16(acc[mt][j], l0.z, l1.z, l0.w, l1.w, w[j][kg].z, w[j][kg].w);
+        }
+      }
+    }
+  }
+  if constexpr (NORM) {
+#pragma unroll
+    for (int o = 1; o < TPR; o <<= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if (sq == 0) rss[sr] = ss;
+  }
+  // Output e of a warp's tile (mt, j): row 16mt + gq + 8(e/2), column 2tq + e%2 of its 8.
+  const auto store = [&](int row, int col, float v, float u, const double* sums) {
+    if (row >= g.M || col >= g.N) return;
+    const float scale = NORM ? rsqrtf((float)sums[row - m0] / (float)g.K + g.eps) : 1.f;
+    v *= scale;
+    float* c = g.C + (size_t)row * g.ldc + col;
+    if constexpr (EPI == EPI_SILU) {
+      u *= scale;
+      *c = v / (1.f + expf(-v)) * u;
+    } else if constexpr (EPI == EPI_ADD) {
+      *c += v;
+    } else {
+      *c = v;
+    }
+  };
+  if constexpr (SPLIT) {
+    namespace cg = cooperative_groups;
+    const cg::cluster_group cl = cg::this_cluster();
+    __syncthreads();  // every warp has read its last A fragments
+    float* part = reinterpret_cast<float*>(sh);
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+      for (int j = 0; j < NW; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) part[(((warp * MT + mt) * NW + j) * 4 + e) * 32 + lane] = acc[mt][j][e];
+    cl.sync();  // every rank's partials (and row sums) are in its shared memory
+    const int ks = (int)cl.num_blocks(), rank = (int)cl.block_rank();
+    __shared__ double tot[NORM ? R : 1];  // NORM: the rows' sums of squares over the whole of K
+    if constexpr (NORM) {
+      if (threadIdx.x < R) {
+        double t = 0.0;
+        for (int z = 0; z < ks; z++) t += cl.map_shared_rank(rss, z)[threadIdx.x];
+        tot[threadIdx.x] = t;
+      }
+      __syncthreads();
+    }
+    // This rank's share of the tile's outputs (accumulators of j = 0), summed in rank order.
+    constexpr int S = PW * MT * 4 * 32;
+    const int per = (S + ks - 1) / ks;
+    for (int s = rank * per + threadIdx.x; s < min(S, (rank + 1) * per); s += PT) {
+      const int l = s & 31, e = (s >> 5) & 3, mt = (s >> 7) % MT, wp = (s >> 7) / MT;
+      const int gi = (((wp * MT + mt) * NW) * 4 + e) * 32 + l;
+      float v = 0.f, u = 0.f;
+      for (int z = 0; z < ks; z++) {
+        const float* pz = cl.map_shared_rank(part, z);
+        v += pz[gi];
+        if constexpr (NW == 2) u += pz[gi + 4 * 32];
+      }
+      store(m0 + 16 * mt + (l >> 2) + 8 * (e >> 1), blockIdx.x * 8 * PW + 8 * wp + 2 * (l & 3) + (e & 1), v, u, tot);
+    }
+    cl.sync();  // no rank leaves while another reads its shared memory
+  } else {
+    if constexpr (NORM) __syncthreads();
+    if (!wact) return;
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+      for (int e = 0; e < 4; e++)
+        store(m0 + 16 * mt + gq + 8 * (e >> 1), n0 + 2 * tq + (e & 1), acc[mt][0][e], acc[mt][NW - 1][e], rss);
+  }
+#endif
 }
 
 // y[r] = RMSNorm(x[r]) * w for every row r (one CTA a row).
