@@ -12,14 +12,14 @@
 #   .devbin/cuda.test.gz, .devbin/cudacodec.test.gz, .devbin/engine.test.gz
 #       go test -c -tags noblas,noopus,nosonic -ldflags=-s\ -w ./engine/cuda (./engine/cudacodec, ./engine), gzipped
 #   .devbin/talkbox-portable.gz, .devbin/lib/, .golden/ (devcheck.sh says how)
-# Knobs: STREAMS ("16 64"), BATCH ("1,2,4,8,16,32,64"), SKIP_TESTS=1.
+# Knobs: STREAMS ("16 64"), BATCH ("1,2,4,8,16,24,32,48,64"), SKIP_TESTS=1.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT="${OUT:-/tmp/batchcheck}"
 mkdir -p "$OUT" /tmp/devlogs
 export TB_ARCHS="${TB_ARCHS:-90}"
 STREAMS="${STREAMS:-16 64}"
-BATCH="${BATCH:-1,2,4,8,16,32,64}"
+BATCH="${BATCH:-1,2,4,8,16,24,32,48,64}"
 SYNTH=/tmp/s06
 TB=/tmp/talkbox-portable
 export TALKBOX_GOLDEN="$PWD/.golden"
@@ -31,9 +31,10 @@ source tools/gpu/prepare.sh
 
 if [ -z "${SKIP_TESTS:-}" ]; then
   log "engine/cuda tests"
-  timeout 240 .devbin/cuda.test -test.v -test.timeout 230s > /tmp/devlogs/test_cuda.log 2>&1
+  # With the synthetic checkpoint: the real-shape tests too (40 streams against alone).
+  TALKBOX_CUDA_SYNTH="$SYNTH" timeout 240 .devbin/cuda.test -test.v -test.timeout 230s > /tmp/devlogs/test_cuda.log 2>&1
   log "cuda.test exit $?"
-  grep -E "^(--- FAIL|FAIL|ok|PASS)" /tmp/devlogs/test_cuda.log | tee -a "$OUT/summary.txt"
+  grep -E "^(--- FAIL|FAIL|ok|PASS)|largest difference from alone|parted from alone" /tmp/devlogs/test_cuda.log | tee -a "$OUT/summary.txt"
   grep -E "^--- PASS: TestBatch" /tmp/devlogs/test_cuda.log | tee -a "$OUT/summary.txt"
   awk '/=== RUN   TestBatchSuite/,/=== RUN   TestBatchStreamsIndependent/' /tmp/devlogs/test_cuda.log |
     grep -E "lm.go|FAIL" | head -n 40 > "$OUT/batch_suite.txt"
