@@ -103,7 +103,7 @@ struct tb_engine : DeviceMem {
   cudaStream_t stream = nullptr;
   Params P{};
   int grid = 0, smem = 0, mmax = 0, sms = 0;
-  bool clusters = false;  // compute capability 9.0 or later: thread-block clusters (gemm_staged)
+  bool clusters = false;  // thread-block clusters and a gemm_staged built for them (Hopper or later)
   int maxV = 0;  // largest vocabulary (tb_sample's bound)
   unsigned* bars = nullptr;  // the grid barrier's two counters (launch)
   int bar_parity = 0;
@@ -625,7 +625,12 @@ tb_engine* tb_create(const tb_weights* w, const tb_params* params) {
   e->Hcp = C.hidden;
   e->maxpos = prm.max_positions;
   e->sms = prop.multiProcessorCount;
-  e->clusters = prop.major >= 9;
+  // The staged products need clusters and code built for them: a library
+  // built for older GPUs only would run their PTX, where the kernel is empty.
+  cudaFuncAttributes staged{};
+  e->clusters = prop.major >= 9 &&
+                cudaFuncGetAttributes(&staged, pf::gemm_staged<4, pf::EPI_STORE, false, true>) == cudaSuccess &&
+                staged.ptxVersion >= 90;
 
   // Shared memory: activations for mmax tokens, or attention / sampling scratch.
   int maxK = 0;
