@@ -46,6 +46,22 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1
 
 enum Epi { EPI_STORE, EPI_ADD, EPI_SILU };
 
+// The epilogue of an output c of a product: v (EPI_SILU: v of the gate, u of
+// the up rows), already scaled by the row's RMSNorm factor where NORM.
+template <int EPI>
+__device__ __forceinline__ void put_output(float* c, float v, float u) {
+  if constexpr (EPI == EPI_SILU) {
+    *c = v / (1.f + expf(-v)) * u;
+  } else if constexpr (EPI == EPI_ADD) {
+    *c += v;
+  } else {
+    *c = v;
+  }
+}
+
+// The RMSNorm factor of a row whose K values' squares sum to sumsq.
+__device__ __forceinline__ float rms_scale(float sumsq, int K, float eps) { return rsqrtf(sumsq / (float)K + eps); }
+
 struct GemmArgs {
   const uint16_t* W;   // [N][K] bf16 (EPI_SILU: the gate rows)
   const uint16_t* W2;  // EPI_SILU: the up rows, [N][K]
@@ -255,22 +271,17 @@ __global__ void __launch_bounds__(PT) gemm(const GemmArgs g) {
 #pragma unroll
       for (int w = 0; w < PW; w++)
         if (!SPLIT || w < nw) t += rss[w][row - m0];
-      scale = rsqrtf(t / (float)g.K + g.eps);
+      scale = rms_scale(t, g.K, g.eps);
       v *= scale;
     }
-    float* c = g.C + (size_t)row * g.ldc + col;
-    if (EPI == EPI_SILU) {
-      float u = 0.f;
+    float u = 0.f;
+    if constexpr (EPI == EPI_SILU) {
 #pragma unroll
       for (int w = 0; w < PW; w++)
         if (!SPLIT || w < nw) u += red[w][(mt * NT8 + j + P) * 4 + e][l];
       u *= scale;
-      *c = v / (1.f + expf(-v)) * u;
-    } else if (EPI == EPI_ADD) {
-      *c += v;
-    } else {
-      *c = v;
     }
+    put_output<EPI>(g.C + (size_t)row * g.ldc + col, v, u);
   }
 }
 
@@ -376,17 +387,8 @@ __global__ void __launch_bounds__(PT, 2) gemm_staged(const GemmArgs g) {
   // Output e of a warp's tile (mt, j): row 16mt + gq + 8(e/2), column 2tq + e%2 of its 8.
   const auto store = [&](int row, int col, float v, float u, const double* sums) {
     if (row >= g.M || col >= g.N) return;
-    const float scale = NORM ? rsqrtf((float)sums[row - m0] / (float)g.K + g.eps) : 1.f;
-    v *= scale;
-    float* c = g.C + (size_t)row * g.ldc + col;
-    if constexpr (EPI == EPI_SILU) {
-      u *= scale;
-      *c = v / (1.f + expf(-v)) * u;
-    } else if constexpr (EPI == EPI_ADD) {
-      *c += v;
-    } else {
-      *c = v;
-    }
+    const float scale = NORM ? rms_scale((float)sums[row - m0], g.K, g.eps) : 1.f;
+    put_output<EPI>(g.C + (size_t)row * g.ldc + col, v * scale, u * scale);
   };
   if constexpr (SPLIT) {
     namespace cg = cooperative_groups;
