@@ -33,6 +33,18 @@ const (
 	synthRelTol = 1e-4
 )
 
+// poolTol bounds a stream of a multi-stream launch against the same stream
+// decoded alone. Such a launch takes one TF32 pass in its tensor-core
+// products (both operands rounded to 10-bit mantissas, 2^-11 of each value)
+// where a stream alone keeps float32-accurate products. Measured on an H100:
+// max abs 1.7e-3 and relative L2 9.8e-4 on the tiny checkpoint, 1.0e-3 and
+// 4.2e-4 at the released shapes (poolRelTol holds the relative L2 of all
+// the streams together). A slot or history mix-up shows up at >= 1e-2.
+const (
+	poolTol    = 5e-3
+	poolRelTol = 2e-3
+)
+
 func requireGPU(t *testing.T) {
 	t.Helper()
 	if err := Available(); err != nil {
@@ -241,11 +253,13 @@ func TestSyntheticRealShape(t *testing.T) {
 // TestPoolStreamsMatchAlone: seven streams pushed at the same moments, so
 // their frames share launches (the six of the first pool, padded to a
 // bucket with the scratch slot; the seventh in a second pool), each give
-// what they give decoded alone, one frame a push. They start at different
-// frames and push 1-3 frames at a time; one is reset half-way and decodes
-// its codes again, one closes half-way while the others go on. At the tiny
-// and at the released shapes, where the products take other kernels and
-// split orders than alone (hence the tolerances of the CPU comparisons).
+// what they give decoded alone, one frame a push, within poolTol (their
+// launches' products take one TF32 pass). They start at different frames
+// and push 1-3 frames at a time; one is reset half-way and decodes its
+// codes again, one closes half-way while the others go on. The first push,
+// stream 0's alone, keeps float32-accurate products: it matches alone within
+// the CPU comparisons' tolerance (other kernels and split orders than
+// alone). At the tiny and at the released shapes.
 func TestPoolStreamsMatchAlone(t *testing.T) {
 	requireGPU(t)
 	released := func(t *testing.T) *codec.Decoder {
@@ -340,17 +354,30 @@ func TestPoolStreamsMatchAlone(t *testing.T) {
 				}
 			}
 			spf := pooled.SamplesPerFrame()
-			var worst float64
+			if d := golden.MaxAbsDiff(got[0][:spf], want[0][:spf]); d > tc.tol || math.IsNaN(d) {
+				t.Errorf("stream 0's first frame, decoded alone in its pool: max abs %.3g against alone (tol %g)", d, tc.tol)
+			}
+			var worst, num, den float64
 			for i := range streams {
 				w := want[i][:next[i]*spf]
 				diff := golden.MaxAbsDiff(got[i], w)
 				worst = max(worst, diff)
-				if len(got[i]) != len(w) || diff > tc.tol || math.IsNaN(diff) {
-					t.Errorf("stream %d: %d samples, max abs %.3g against alone (tol %g)", i, len(got[i]), diff, tc.tol)
-				}
 				streams[i].Close()
+				if len(got[i]) != len(w) || diff > poolTol || math.IsNaN(diff) {
+					t.Errorf("stream %d: %d samples, max abs %.3g against alone (tol %g)", i, len(got[i]), diff, poolTol)
+					continue
+				}
+				for j := range w {
+					e := float64(got[i][j]) - float64(w[j])
+					num += e * e
+					den += float64(w[j]) * float64(w[j])
+				}
 			}
-			t.Logf("%s: %d streams, largest max abs against alone %.3g", pooled.Device(), n, worst)
+			rel := math.Sqrt(num / den)
+			t.Logf("%s: %d streams, largest max abs against alone %.3g, rel L2 %.3g", pooled.Device(), n, worst, rel)
+			if rel > poolRelTol || math.IsNaN(rel) {
+				t.Errorf("pooled streams against alone: rel L2 %.3g (tol %g)", rel, poolRelTol)
+			}
 		})
 	}
 }

@@ -119,6 +119,10 @@ struct tbc_pool {
 	std::vector<int> buckets;  // ascending, the last is slots
 	size_t ws_need = 0, ws_floats = 0;
 	float *ws = nullptr;
+	// one_pass: the launch being issued decodes several streams, and its
+	// tensor-core products take one TF32 pass (k_gemm_tc); a stream alone
+	// keeps float32-accurate products.
+	bool one_pass = false;
 	int64_t *d_pos = nullptr;                   // [nslots]
 	int32_t *d_in = nullptr, *h_in = nullptr;   // a push's codes [B][T][16], then its slots [B]
 	float *d_out = nullptr, *h_out = nullptr;   // [maxB][kMaxT·spf]
@@ -456,8 +460,8 @@ int gemm(tbc_pool *s, AOp a, const float *W, int M, int N, int K, const Epi &e) 
 	}
 	void (*tiled)(AOp, const float *, int, int, int, int, Epi, float *) =
 	    BM == 32 ? (v4 ? k_gemm<32, 32, true> : k_gemm<32, 32, false>)
-	    : narrow ? k_gemm_tc<128, 32>
-	    : tc     ? k_gemm_tc<64, 64>
+	    : narrow ? (s->one_pass ? k_gemm_tc<128, 32, true> : k_gemm_tc<128, 32, false>)
+	    : tc     ? (s->one_pass ? k_gemm_tc<64, 64, true> : k_gemm_tc<64, 64, false>)
 	             : k_gemm<64, 32, false>;
 	LAUNCH(tiled, grid, 256, 0, a, W, M, N, K, kChunk, e, s->ws);
 	if (S > 1) {
@@ -506,6 +510,7 @@ int forward(tbc_pool *s, int B, int T) {
 	const tbc_weights &c = m->cfg;
 	const Push p{B, T, s->d_in + slots_at(B, T), s->nslots == 1};
 	const int BT = B * T;
+	s->one_pass = B > 1;
 	if (!s->dry)
 		CK(cudaMemcpyAsync(s->d_in, s->h_in, sizeof(int32_t) * (slots_at(B, T) + B), cudaMemcpyHostToDevice, s->st));
 	LAUNCH(k_dequant, BT, 128, 0, s->d_in, m->books, c.codebook_size, c.cb_dim, s->z);
@@ -647,8 +652,10 @@ int preload() {
 	cudaFuncAttributes fa;
 	CK(cudaFuncGetAttributes(&fa, k_gemm<32, 32, true>));
 	CK(cudaFuncGetAttributes(&fa, k_gemm<32, 32, false>));
-	CK(cudaFuncGetAttributes(&fa, k_gemm_tc<64, 64>));
-	CK(cudaFuncGetAttributes(&fa, k_gemm_tc<128, 32>));
+	CK(cudaFuncGetAttributes(&fa, k_gemm_tc<64, 64, false>));
+	CK(cudaFuncGetAttributes(&fa, k_gemm_tc<128, 32, false>));
+	CK(cudaFuncGetAttributes(&fa, k_gemm_tc<64, 64, true>));
+	CK(cudaFuncGetAttributes(&fa, k_gemm_tc<128, 32, true>));
 	CK(cudaFuncGetAttributes(&fa, k_gemm<64, 32, false>));
 	CK(cudaFuncGetAttributes(&fa, k_skinny2<0, true, false>));
 	CK(cudaFuncGetAttributes(&fa, k_skinny2<0, true, true>));

@@ -351,8 +351,10 @@ __global__ void __launch_bounds__(128) k_attn2(const float *__restrict__ qkv, co
 // checks), and the two of a split were most of the product's instructions.
 // Inputs are finite activations and weights; the rounding would carry a
 // value within 2^-11 of FLT_MAX into infinity.
+__device__ __forceinline__ uint32_t round_tf32(float x) { return (__float_as_uint(x) + 0x1000u) & 0xffffe000u; }
+
 __device__ __forceinline__ void split_tf32(float x, uint32_t &hi, uint32_t &lo) {
-	hi = (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
+	hi = round_tf32(x);
 	lo = __float_as_uint(x - __uint_as_float(hi)) & 0xffffe000u;
 }
 
@@ -496,8 +498,12 @@ __global__ void __launch_bounds__(256) k_gemm(AOp a, const float *__restrict__ W
 }
 
 // ---------------------------------------------------------------------------
-// Tensor-core product (3xTF32) for M > 32 with A's rows and W's rows float4
-// aligned (cin and K multiples of 4): BM x BN tiles (64 x 64, or 128 x 32
+// Tensor-core product for M > 32 with A's rows and W's rows float4
+// aligned (cin and K multiples of 4), as 3xTF32 (float32's accuracy) or,
+// ONE_PASS, one TF32 product of the operands rounded to nearest TF32 (10-bit
+// mantissas, float32 sums: how PyTorch runs float32 convolutions on these
+// GPUs by default), a third of the tensor-core work and no low parts to
+// split, for launches that decode several streams. BM x BN tiles (64 x 64, or 128 x 32
 // for N an odd multiple of 32 such as the last vocoder block's 96 channels,
 // which 64-wide tiles would pad by a third), 32 deep, copied to shared
 // memory by cp.async two tiles ahead of use, rows k-contiguous with 4 floats
@@ -512,7 +518,7 @@ __device__ __forceinline__ void cp_async16(float *dst, const float *src, bool va
 	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(valid ? 16 : 0));
 }
 
-template <int BM, int BN>
+template <int BM, int BN, bool ONE_PASS>
 __global__ void __launch_bounds__(256) k_gemm_tc(AOp a, const float *__restrict__ W, int M, int N, int K,
                                                  int kChunk, Epi e, float *__restrict__ ws) {
 	constexpr int WN = BN / 16, LA = BM / 32, LB = BN / 32; // warps along N; float4 copies a thread, A and W
@@ -567,7 +573,29 @@ __global__ void __launch_bounds__(256) k_gemm_tc(AOp a, const float *__restrict_
 		asm volatile("cp.async.wait_group 1;");
 		__syncthreads();
 #pragma unroll
-		for (int kk = 0; kk < TC_BK; kk += 8) {
+		for (int kk = 0; kk < TC_BK && ONE_PASS; kk += 8) {
+			uint32_t a[2][4], b[2][2];
+#pragma unroll
+			for (int mi = 0; mi < 2; mi++) {
+				const int r = wm + mi * 16 + g;
+				a[mi][0] = round_tf32(As[st][r][kk + q]);
+				a[mi][1] = round_tf32(As[st][r + 8][kk + q]);
+				a[mi][2] = round_tf32(As[st][r][kk + q + 4]);
+				a[mi][3] = round_tf32(As[st][r + 8][kk + q + 4]);
+			}
+#pragma unroll
+			for (int ni = 0; ni < 2; ni++) {
+				const int c = wn + ni * 8 + g;
+				b[ni][0] = round_tf32(Bs[st][c][kk + q]);
+				b[ni][1] = round_tf32(Bs[st][c][kk + q + 4]);
+			}
+#pragma unroll
+			for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+				for (int ni = 0; ni < 2; ni++) mma_tf32(acc[mi * 2 + ni], a[mi], b[ni]);
+		}
+#pragma unroll
+		for (int kk = 0; kk < TC_BK && !ONE_PASS; kk += 8) {
 			uint32_t ahi[2][4], alo[2][4], bhi[2][2], blo[2][2];
 #pragma unroll
 			for (int mi = 0; mi < 2; mi++) {
