@@ -54,30 +54,71 @@ struct Epi {
 	Rows rres, rout1, rout2;
 };
 
-// snake is SnakeBeta with precomputed a = exp(alpha), ib = 1/(exp(beta)+1e-9).
-// The product x·a is float32 and sin² is taken in double, as the CPU decoder
-// does, so both see the same rounding of the argument.
+// snake is SnakeBeta with precomputed a = exp(alpha), ib = 1/(exp(beta)+1e-9),
+// in float32 as engine/codec/snake computes it on the CPU: sin² has period
+// π, so u = v·a is reduced by the nearest multiple of π (π in two parts, the
+// second applied by FMA: float32 accuracy for |u| < 2^16), then sin r is its
+// series to r¹¹ on [-π/2, π/2] (truncation < 6e-8). No double precision in
+// the products' epilogues, where the snake of every output is taken.
 __device__ __forceinline__ float snake(float v, float a, float ib) {
-	float x = v * a;
-	double s = sin((double)x);
-	return v + ib * (float)(s * s);
+	const float u = v * a;
+	const float k = rintf(u * 0.318309886183790671538f);
+	float r = fmaf(-k, 3.14159274101257324219f, u);
+	r = fmaf(-k, -8.74227800037248952e-8f, r);
+	const float r2 = r * r;
+	float p = fmaf(r2, -1.0f / 39916800, 1.0f / 362880);
+	p = fmaf(r2, p, -1.0f / 5040);
+	p = fmaf(r2, p, 1.0f / 120);
+	p = fmaf(r2, p, -1.0f / 6);
+	const float s = fmaf(r, r2 * p, r);
+	return fmaf(ib, s * s, v);
 }
 
-__device__ __forceinline__ void epi_store(const Epi &e, int N, int m, int n, float acc) {
+// EpiCol is what the epilogue reads of column n: its bias, scale and
+// SnakeBeta parameters (neutral where the epilogue has none).
+struct EpiCol {
+	float bias, scale, snA, snIB;
+};
+
+__device__ __forceinline__ EpiCol epi_col(const Epi &e, int n) {
+	EpiCol c{0.f, 1.f, 0.f, 0.f};
+	if (e.bias) c.bias = e.bias[n];
+	if (e.scale) c.scale = e.scale[n];
+	if (e.out2) {
+		const int k = n % e.snC;
+		c.snA = e.snA[k];
+		c.snIB = e.snIB[k];
+	}
+	return c;
+}
+
+// EpiRow is where row m of the epilogue's residual and outputs start.
+struct EpiRow {
+	size_t res, out1, out2;
+};
+
+__device__ __forceinline__ EpiRow epi_row(const Epi &e, int N, int m) {
+	return EpiRow{e.res ? phys(e.rres, m, N) : 0, e.out1 ? phys(e.rout1, m, N) : 0, e.out2 ? phys(e.rout2, m, N) : 0};
+}
+
+// epi_put is the epilogue of one element (row r, column n, whose
+// parameters are c).
+__device__ __forceinline__ void epi_put(const Epi &e, const EpiRow &r, const EpiCol &c, int n, float acc) {
 	float v = acc;
-	if (e.bias) v += e.bias[n];
-	if (e.scale) v *= e.scale[n];
-	if (e.res) v += e.res[phys(e.rres, m, N) + n];
+	if (e.bias) v += c.bias;
+	if (e.scale) v *= c.scale;
+	if (e.res) v += e.res[r.res + n];
 	if (e.gelu) {
 		double d = v;
 		v = (float)(0.5 * d * (1.0 + erf(d / 1.4142135623730951)));
 	}
 	if (e.clamp) v = fminf(fmaxf(v, -1.f), 1.f);
-	if (e.out1) e.out1[phys(e.rout1, m, N) + n] = v;
-	if (e.out2) {
-		int c = n % e.snC;
-		e.out2[phys(e.rout2, m, N) + n] = snake(v, e.snA[c], e.snIB[c]);
-	}
+	if (e.out1) e.out1[r.out1 + n] = v;
+	if (e.out2) e.out2[r.out2 + n] = snake(v, c.snA, c.snIB);
+}
+
+__device__ __forceinline__ void epi_store(const Epi &e, int N, int m, int n, float acc) {
+	epi_put(e, epi_row(e, N, m), epi_col(e, n), n, acc);
 }
 
 __device__ __forceinline__ float warp_sum(float v) {
@@ -622,12 +663,38 @@ __global__ void __launch_bounds__(256) k_gemm_tc(AOp a, const float *__restrict_
 		}
 		__syncthreads(); // the next iteration's copy reuses this stage
 	}
+	if (gridDim.z > 1) {
 #pragma unroll
-	for (int i = 0; i < 4; i++)
+		for (int i = 0; i < 4; i++)
 #pragma unroll
-		for (int j = 0; j < 4; j++)
-			gemm_out(e, ws, M, N, m0 + wm + (i >> 1) * 16 + g + (j >> 1) * 8, n0 + wn + (i & 1) * 8 + 2 * q + (j & 1),
-			         acc[i][j]);
+			for (int j = 0; j < 4; j++)
+				gemm_out(e, ws, M, N, m0 + wm + (i >> 1) * 16 + g + (j >> 1) * 8,
+				         n0 + wn + (i & 1) * 8 + 2 * q + (j & 1), acc[i][j]);
+		return;
+	}
+	// The thread's 16 outputs are 4 rows x 4 columns: each row's offsets and
+	// each column's parameters are found once, not for each element.
+	EpiCol col[4];
+#pragma unroll
+	for (int c = 0; c < 4; c++) {
+		const int n = n0 + wn + (c >> 1) * 8 + 2 * q + (c & 1);
+		col[c] = n < N ? epi_col(e, n) : EpiCol{};
+	}
+#pragma unroll
+	for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+		for (int h = 0; h < 2; h++) {
+			const int m = m0 + wm + mi * 16 + h * 8 + g;
+			if (m >= M) continue;
+			const EpiRow row = epi_row(e, N, m);
+#pragma unroll
+			for (int ni = 0; ni < 2; ni++)
+#pragma unroll
+				for (int k = 0; k < 2; k++) {
+					const int c = ni * 2 + k, n = n0 + wn + ni * 8 + 2 * q + k;
+					if (n < N) epi_put(e, row, col[c], n, acc[mi * 2 + ni][h * 2 + k]);
+				}
+		}
 }
 
 __global__ void k_splitk_epi(const float *__restrict__ ws, int S, int M, int N, Epi e) {
