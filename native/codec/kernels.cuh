@@ -544,9 +544,9 @@ __global__ void __launch_bounds__(256) k_gemm(AOp a, const float *__restrict__ W
 // ONE_PASS, one TF32 product of the operands rounded to nearest TF32 (10-bit
 // mantissas, float32 sums: how PyTorch runs float32 convolutions on these
 // GPUs by default), a third of the tensor-core work and no low parts to
-// split, for launches that decode several streams. BM x BN tiles (64 x 64, or 128 x 32
-// for N an odd multiple of 32 such as the last vocoder block's 96 channels,
-// which 64-wide tiles would pad by a third), 32 deep, copied to shared
+// split, for launches that decode several streams. BM x BN tiles (64 x 64,
+// or 128 x 32 for N an odd multiple of 32 such as the last vocoder block's
+// 96 channels, which 64-wide tiles would pad by a third), 32 deep, copied to shared
 // memory by cp.async two tiles ahead of use, rows k-contiguous with 4 floats
 // of padding so a warp's fragment reads hit 32 banks. Each of the 8 warps
 // owns 32 x 16 outputs as 2 x 2 m16n8 tiles; acc[mi·2+ni][r] is element r of
@@ -614,50 +614,49 @@ __global__ void __launch_bounds__(256) k_gemm_tc(AOp a, const float *__restrict_
 		asm volatile("cp.async.wait_group 1;");
 		__syncthreads();
 #pragma unroll
-		for (int kk = 0; kk < TC_BK && ONE_PASS; kk += 8) {
-			uint32_t a[2][4], b[2][2];
+		for (int kk = 0; kk < TC_BK; kk += 8) {
+			float fa[2][4], fb[2][2]; // the warp's fragments of A and W at this k step
 #pragma unroll
 			for (int mi = 0; mi < 2; mi++) {
 				const int r = wm + mi * 16 + g;
-				a[mi][0] = round_tf32(As[st][r][kk + q]);
-				a[mi][1] = round_tf32(As[st][r + 8][kk + q]);
-				a[mi][2] = round_tf32(As[st][r][kk + q + 4]);
-				a[mi][3] = round_tf32(As[st][r + 8][kk + q + 4]);
+				fa[mi][0] = As[st][r][kk + q];
+				fa[mi][1] = As[st][r + 8][kk + q];
+				fa[mi][2] = As[st][r][kk + q + 4];
+				fa[mi][3] = As[st][r + 8][kk + q + 4];
 			}
 #pragma unroll
 			for (int ni = 0; ni < 2; ni++) {
 				const int c = wn + ni * 8 + g;
-				b[ni][0] = round_tf32(Bs[st][c][kk + q]);
-				b[ni][1] = round_tf32(Bs[st][c][kk + q + 4]);
+				fb[ni][0] = Bs[st][c][kk + q];
+				fb[ni][1] = Bs[st][c][kk + q + 4];
 			}
+			uint32_t ahi[2][4], alo[2][4], bhi[2][2], blo[2][2];
 #pragma unroll
 			for (int mi = 0; mi < 2; mi++)
 #pragma unroll
-				for (int ni = 0; ni < 2; ni++) mma_tf32(acc[mi * 2 + ni], a[mi], b[ni]);
-		}
+				for (int r = 0; r < 4; r++) {
+					if (ONE_PASS)
+						ahi[mi][r] = round_tf32(fa[mi][r]);
+					else
+						split_tf32(fa[mi][r], ahi[mi][r], alo[mi][r]);
+				}
 #pragma unroll
-		for (int kk = 0; kk < TC_BK && !ONE_PASS; kk += 8) {
-			uint32_t ahi[2][4], alo[2][4], bhi[2][2], blo[2][2];
+			for (int ni = 0; ni < 2; ni++)
 #pragma unroll
-			for (int mi = 0; mi < 2; mi++) {
-				const int r = wm + mi * 16 + g;
-				split_tf32(As[st][r][kk + q], ahi[mi][0], alo[mi][0]);
-				split_tf32(As[st][r + 8][kk + q], ahi[mi][1], alo[mi][1]);
-				split_tf32(As[st][r][kk + q + 4], ahi[mi][2], alo[mi][2]);
-				split_tf32(As[st][r + 8][kk + q + 4], ahi[mi][3], alo[mi][3]);
-			}
-#pragma unroll
-			for (int ni = 0; ni < 2; ni++) {
-				const int c = wn + ni * 8 + g;
-				split_tf32(Bs[st][c][kk + q], bhi[ni][0], blo[ni][0]);
-				split_tf32(Bs[st][c][kk + q + 4], bhi[ni][1], blo[ni][1]);
-			}
+				for (int r = 0; r < 2; r++) {
+					if (ONE_PASS)
+						bhi[ni][r] = round_tf32(fb[ni][r]);
+					else
+						split_tf32(fb[ni][r], bhi[ni][r], blo[ni][r]);
+				}
 #pragma unroll
 			for (int mi = 0; mi < 2; mi++)
 #pragma unroll
 				for (int ni = 0; ni < 2; ni++) {
-					mma_tf32(acc[mi * 2 + ni], alo[mi], bhi[ni]);
-					mma_tf32(acc[mi * 2 + ni], ahi[mi], blo[ni]);
+					if (!ONE_PASS) {
+						mma_tf32(acc[mi * 2 + ni], alo[mi], bhi[ni]);
+						mma_tf32(acc[mi * 2 + ni], ahi[mi], blo[ni]);
+					}
 					mma_tf32(acc[mi * 2 + ni], ahi[mi], bhi[ni]);
 				}
 		}
