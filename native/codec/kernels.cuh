@@ -11,6 +11,8 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "../src/dep_launch.cuh"
+
 namespace tbc {
 
 // Rows maps logical row m (member b = m / R, its row r = m % R) of rows w
@@ -201,6 +203,7 @@ __device__ __forceinline__ size_t widthA(const AOp &a, int K) {
 template <int MODE, bool V4, bool SLOT>
 __global__ void __launch_bounds__(256, MODE >= 2 ? 3 : 0) k_skinny2(AOp a, const float *__restrict__ nw, double eps,
                                                  const float *__restrict__ W, int M, int N, int K, int KS, Epi e) {
+	dep_start();
 	__shared__ float red[8][SK_MAXM];
 	__shared__ float rs[SK_MAXM];
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -301,6 +304,7 @@ struct TRows {
 // a few ulp over the whole range without fast math), several blocks per row.
 __global__ void k_rope_kv2(float *__restrict__ qkv, float *__restrict__ Kc, float *__restrict__ Vc,
                            const float *__restrict__ invf, TRows tr, int nh, int nkv, int hd, int cap) {
+	dep_start();
 	const int y = blockIdx.y, b = y / tr.T, sl = __ldg(tr.slot + b);
 	const int64_t pos = tr.pos[sl] + (y - b * tr.T);
 	const int half = hd / 2, kvw = nkv * hd;
@@ -333,6 +337,7 @@ __global__ void k_rope_kv2(float *__restrict__ qkv, float *__restrict__ Kc, floa
 __global__ void __launch_bounds__(128) k_attn2(const float *__restrict__ qkv, const float *__restrict__ Kc0,
                                                const float *__restrict__ Vc0, float *__restrict__ out, TRows tr,
                                                int nh, int nkv, int hd, int win, int cap, float scale) {
+	dep_start();
 	extern __shared__ float sm[];
 	__shared__ float red[32];
 	const int h = blockIdx.x, t = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -427,6 +432,7 @@ __device__ __forceinline__ void gemm_out(const Epi &e, float *ws, int M, int N, 
 template <int BM, int BK, bool V4>
 __global__ void __launch_bounds__(256) k_gemm(AOp a, const float *__restrict__ W, int M, int N, int K, int kChunk,
                                               Epi e, float *__restrict__ ws) {
+	dep_start();
 	constexpr int BN = 64, TM = BM / 16, TN = 4, Q = BK / 4; // Q float4 per tile row
 	constexpr int LA = (BM * Q + 255) / 256, LB = (BN * Q) / 256;
 	static_assert(LB >= 1 && (BN * Q) % 256 == 0, "tile shape");
@@ -588,28 +594,36 @@ __global__ void __launch_bounds__(256) k_gemm_tc(AOp a, const float *__restrict_
 	// divided out of k for each copy.
 	const int kq = (tid & 7) * 4, tapStride = a.dil * a.cin;
 	int tap = (kb + kq) / a.cin, ch = kb + kq - tap * a.cin;
-	auto load = [&](int st, int k0) {
+	// A tile's copies: W's, then A's and the commit. The first tile's W
+	// copies are issued before dep_wait (weights: nothing writes them).
+	auto load_w = [&](int st, int k0) {
+		const int k = k0 + kq;
+#pragma unroll
+		for (int l = 0; l < LB; l++) {
+			const bool in = brow[l] && k < ke;
+			cp_async16(&Bs[st][(tid + l * 256) >> 3][kq], in ? brow[l] + k : W, in);
+		}
+	};
+	auto load_a = [&](int st, int k0) {
 		const int k = k0 + kq, off = tap * tapStride + ch;
 #pragma unroll
 		for (int l = 0; l < LA; l++) {
 			const bool in = arow[l] && k < ke;
 			cp_async16(&As[st][(tid + l * 256) >> 3][kq], in ? arow[l] + off : a.x, in);
 		}
-#pragma unroll
-		for (int l = 0; l < LB; l++) {
-			const bool in = brow[l] && k < ke;
-			cp_async16(&Bs[st][(tid + l * 256) >> 3][kq], in ? brow[l] + k : W, in);
-		}
 		asm volatile("cp.async.commit_group;");
 		for (ch += TC_BK; ch >= a.cin; ch -= a.cin) tap++;
 	};
 	float acc[4][4] = {};
-	load(0, kb);
+	load_w(0, kb);
+	dep_start();
+	load_a(0, kb);
 	int st = 0;
 	for (int k0 = kb; k0 < ke; k0 += TC_BK, st ^= 1) {
-		if (k0 + TC_BK < ke)
-			load(st ^ 1, k0 + TC_BK);
-		else
+		if (k0 + TC_BK < ke) {
+			load_w(st ^ 1, k0 + TC_BK);
+			load_a(st ^ 1, k0 + TC_BK);
+		} else
 			asm volatile("cp.async.commit_group;");
 		asm volatile("cp.async.wait_group 1;");
 		__syncthreads();
@@ -697,6 +711,7 @@ __global__ void __launch_bounds__(256) k_gemm_tc(AOp a, const float *__restrict_
 }
 
 __global__ void k_splitk_epi(const float *__restrict__ ws, int S, int M, int N, Epi e) {
+	dep_start();
 	size_t MN = (size_t)M * N;
 	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < MN; i += (size_t)gridDim.x * blockDim.x) {
 		// The loads are independent: unrolled, they are in flight together.
@@ -713,6 +728,7 @@ __global__ void k_splitk_epi(const float *__restrict__ ws, int S, int M, int N, 
 // and 3, one block per row.
 __global__ void k_rmsnorm_rows(const float *__restrict__ x, const float *__restrict__ nw, double eps, int K,
                                float *__restrict__ y) {
+	dep_start();
 	__shared__ double red[32];
 	const float *xr = x + (size_t)blockIdx.x * K;
 	double ss = 0;
@@ -725,6 +741,7 @@ __global__ void k_rmsnorm_rows(const float *__restrict__ x, const float *__restr
 }
 
 __global__ void k_swiglu_rows(const float *__restrict__ gu, int K, float *__restrict__ y) {
+	dep_start();
 	const float *g = gu + (size_t)blockIdx.x * 2 * K, *u = g + K;
 	for (int k = threadIdx.x; k < K; k += blockDim.x) y[(size_t)blockIdx.x * K + k] = g[k] / (1.f + expf(-g[k])) * u[k];
 }
@@ -734,6 +751,7 @@ __global__ void k_swiglu_rows(const float *__restrict__ gu, int K, float *__rest
 // output projections are then one product with [W_first | W_rest].
 __global__ void k_dequant(const int32_t *__restrict__ codes, const float *__restrict__ books, int rows, int cb,
                           float *__restrict__ z) {
+	dep_start();
 	const int t = blockIdx.x;
 	const int32_t *c = codes + t * 16;
 	for (int j = threadIdx.x; j < cb; j += blockDim.x) {
@@ -750,6 +768,7 @@ __global__ void k_dequant(const int32_t *__restrict__ codes, const float *__rest
 __global__ void k_dwconv_ln(const float *__restrict__ ext0, Rows er, const float *__restrict__ dw,
                             const float *__restrict__ dwb, const float *__restrict__ lw, const float *__restrict__ lb,
                             float *__restrict__ y, int C, int k) {
+	dep_start();
 	extern __shared__ float row[];
 	__shared__ double red[32];
 	const int r = blockIdx.x;
@@ -776,6 +795,7 @@ __global__ void k_dwconv_ln(const float *__restrict__ ext0, Rows er, const float
 // Final conv (one output channel) and clamp: one warp per output sample.
 __global__ void k_final_conv(const float *__restrict__ ext0, Rows er, const float *__restrict__ w,
                              const float *__restrict__ b, int C, int k, int dil, int R, float *__restrict__ out) {
+	dep_start();
 	const int lane = threadIdx.x & 31;
 	const int r = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
 	if (r >= R) return;
@@ -809,6 +829,7 @@ struct ShiftArgs {
 };
 
 __global__ void k_shift(ShiftArgs a) {
+	dep_start();
 	ShiftDesc d = a.d[blockIdx.y];
 	const int sl = __ldg(a.slot + blockIdx.z);
 	d.base += sl * d.slotFloats;

@@ -7,7 +7,9 @@
 // sampling with the stream's own parameters, seed and history.
 //
 // Every per-stream fact lives on the device (Slots), so a step needs no host
-// work between its launches and one host sync at its end (the codes).
+// work between its launches and one host sync at its end (the codes). On
+// Hopper each launch may start while the one before it ends
+// (dep_launch.cuh): every kernel here begins with dep_start.
 #pragma once
 #include "prefill_tc.cuh"
 
@@ -146,6 +148,7 @@ __global__ void __launch_bounds__(AT) rope_attend(const Slots s, const RowMap m,
                                                   const uint16_t* q_norm, const uint16_t* k_norm, float* qkv, int qs,
                                                   float* out) {
   __shared__ float sm[AW][HD + 2];
+  dep_start();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int per = rows_per_stream(m), group = S.nh / S.nkv;
   const int r0 = blockIdx.x / S.nkv * per, kvh = blockIdx.x % S.nkv;
@@ -192,6 +195,7 @@ __global__ void __launch_bounds__(AT) rope_attend(const Slots s, const RowMap m,
 // summed in the decode kernel's order.
 __global__ void __launch_bounds__(pf::PT) talker_input(const Slots s, const int32_t* rows, const WeightsD w, int H,
                                                       float* x) {
+  dep_start();
   const int slot = rows[blockIdx.x];
   const Params& a = s.prm[slot];
   const int32_t* c = s.codes + slot * MAXG;
@@ -211,6 +215,7 @@ __global__ void __launch_bounds__(pf::PT) talker_input(const Slots s, const int3
 // j - 1.
 __global__ void __launch_bounds__(pf::PT) predictor_input(const Slots s, const int32_t* rows, const WeightsD w, int H,
                                                           int j, float* x) {
+  dep_start();
   const int slot = rows[blockIdx.x];
   int32_t* c = s.codes + slot * MAXG;
   if (j == 1) {
@@ -238,11 +243,13 @@ __global__ void __launch_bounds__(pf::PT) predictor_input(const Slots s, const i
 
 // y[r][i] += b[i] (the 1.7B's small_to_mtp_projection bias).
 __global__ void __launch_bounds__(pf::PT) add_bias(float* y, int n, int H, const uint16_t* b) {
+  dep_start();
   for (int i = blockIdx.x * pf::PT + threadIdx.x; i < n * H; i += gridDim.x * pf::PT) y[i] += bf(b[i % H]);
 }
 
 // dst[rows[r]] = src[r] for rows of H floats (the talker's hidden state, kept per stream).
 __global__ void __launch_bounds__(pf::PT) scatter_rows(const float* src, int H, const int32_t* rows, float* dst) {
+  dep_start();
   const int slot = rows[blockIdx.x];
   for (int i = threadIdx.x; i < H; i += pf::PT) dst[(size_t)slot * H + i] = src[(size_t)blockIdx.x * H + i];
 }
@@ -257,6 +264,7 @@ enum SampleKind { SAMPLE_PREDICTOR = 0, SAMPLE_TALKER = 1, SAMPLE_PREFILL = 2 };
 __global__ void __launch_bounds__(NT, 1) sample(const Slots s, const int32_t* rows, const float* logits, size_t ld,
                                                 int V, int kind, int j) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
+  dep_start();
   float* red = reinterpret_cast<float*>(smem_raw);
   float* sf = red + 64;
   int* sint = reinterpret_cast<int*>(sf + 64);

@@ -82,8 +82,8 @@ bool batch_fits(const StackD& S) { return S.H % 8 == 0 && S.I % 8 == 0 && 2 * (S
 size_t batch_sample_smem(int V) { return SM_XS + sample_region_bytes(V); }
 
 void batch_sample(tb_batch* b, cudaStream_t st, const int32_t* rows, int n, const float* logits, size_t ld, int V,
-                  int kind, int j) {
-  bt::sample<<<n, NT, batch_sample_smem(V), st>>>(b->s, rows, logits, ld, V, kind, j);
+                  int kind, int j, bool dependent = false) {
+  launch_ex(dependent, 1, bt::sample, n, NT, batch_sample_smem(V), st, b->s, rows, logits, ld, V, kind, j);
 }
 
 // One stack (talker or predictor) over the rows of m (its final norm is the
@@ -94,8 +94,8 @@ void batch_stack(tb_batch* b, cudaStream_t st, const StackD& S, const std::vecto
   tc_layers<true>(
       st, S, layers.data(), m.n, b->x, b->in, b->qkv, b->mlp,
       [&](int l, const LayerD& L) {
-        bt::rope_attend<<<m.n / bt::rows_per_stream(m) * S.nkv, bt::AT, 0, st>>>(b->s, m, S, l, L.q_norm,
-                                                                                  L.k_norm, b->qkv, QN, b->in);
+        launch_ex(b->sk.dependent, 1, bt::rope_attend, m.n / bt::rows_per_stream(m) * S.nkv, bt::AT, 0, st, b->s, m,
+                  S, l, L.q_norm, L.k_norm, b->qkv, QN, b->in);
       },
       &b->sk);
 }
@@ -108,14 +108,15 @@ int batch_frame(tb_batch* b, cudaStream_t st, int n) {
   const StackD& T = w.tk;
   const StackD& C = w.cp;
   const int H = b->H, Hp = b->Hp;
+  const bool dep = b->sk.dependent;
   for (int j = 1; j < b->G; j++) {
     const int rows = j == 1 ? 2 * n : n;
     // Raw inputs, projected to the predictor's width when it differs (1.7B).
     float* raw = w.proj_w ? b->xin : b->x;
-    bt::predictor_input<<<n, pf::PT, 0, st>>>(b->s, b->d_rows, w, H, j, raw);
+    launch_ex(dep, 1, bt::predictor_input, n, pf::PT, 0, st, b->s, b->d_rows, w, H, j, raw);
     if (w.proj_w) {
       gemm_run<pf::EPI_STORE>(st, {w.proj_w, nullptr, Hp, H, b->xin, H, rows, b->x, Hp}, &b->sk);
-      bt::add_bias<<<std::min(rows * Hp / pf::PT + 1, 1024), pf::PT, 0, st>>>(b->x, rows, Hp, w.proj_b);
+      launch_ex(dep, 1, bt::add_bias, std::min(rows * Hp / pf::PT + 1, 1024), pf::PT, 0, st, b->x, rows, Hp, w.proj_b);
     }
     batch_stack(b, st, C, e->cp_layers, bt::RowMap{b->d_rows, rows, 0, j});
     // The step's logits come from each stream's last row: row 2r + 1 at step 1.
@@ -126,14 +127,14 @@ int batch_frame(tb_batch* b, cudaStream_t st, int n) {
                                    b->plog + (size_t)(j - 1) * b->Vp, (b->G - 1) * b->Vp, C.final_norm, C.eps},
                                   &b->sk);
     batch_sample(b, st, b->d_rows, n, b->plog + (size_t)(j - 1) * b->Vp, (size_t)(b->G - 1) * b->Vp, b->Vp,
-                 bt::SAMPLE_PREDICTOR, j);
+                 bt::SAMPLE_PREDICTOR, j, dep);
   }
-  bt::talker_input<<<n, pf::PT, 0, st>>>(b->s, b->d_rows, w, H, b->x);
+  launch_ex(dep, 1, bt::talker_input, n, pf::PT, 0, st, b->s, b->d_rows, w, H, b->x);
   batch_stack(b, st, T, e->tk_layers, bt::RowMap{b->d_rows, n, 1, 0});
-  pf::rms_rows<<<n, pf::PT, 0, st>>>(b->x, H, H, T.final_norm, T.eps, b->hn, H);
-  bt::scatter_rows<<<n, pf::PT, 0, st>>>(b->hn, H, b->d_rows, b->s.hidden);
+  launch_ex(dep, 1, pf::rms_rows, n, pf::PT, 0, st, b->x, H, H, T.final_norm, T.eps, b->hn, H);
+  launch_ex(dep, 1, bt::scatter_rows, n, pf::PT, 0, st, b->hn, H, b->d_rows, b->s.hidden);
   gemm_run<pf::EPI_STORE>(st, {w.codec_head, nullptr, b->V, H, b->hn, H, n, b->tlog, b->V}, &b->sk);
-  batch_sample(b, st, b->d_rows, n, b->tlog, b->V, b->V, bt::SAMPLE_TALKER, 0);
+  batch_sample(b, st, b->d_rows, n, b->tlog, b->V, b->V, bt::SAMPLE_TALKER, 0, dep);
   CK(cudaGetLastError());
   return 0;
 }
@@ -254,6 +255,7 @@ tb_batch* tb_batch_create(tb_engine* e, int max_streams, int max_positions) {
   b->sk.sms = e->sms;
   b->sk.ws_floats = (size_t)2 * e->sms * pf::split_partials(4, 2, true);
   b->sk.clusters = e->clusters;
+  b->sk.dependent = e->clusters;
   if (b->alloc(&b->sk.ws, b->sk.ws_floats) || b->alloc(&b->sk.tickets, e->sms) ||
       cudaMemset(b->sk.tickets, 0, e->sms * sizeof(unsigned)) != cudaSuccess)
     return bail();

@@ -342,6 +342,9 @@ struct SplitK {
   unsigned* tickets = nullptr;  // [sms], zero: a product splits only when it has fewer tiles
   int sms = 0;
   bool clusters = false;  // gemm_staged can run (Hopper or later)
+  // Launch with programmatic stream serialization (the batched step on
+  // Hopper: dep_launch.cuh).
+  bool dependent = false;
 };
 
 // The row tiles whose products split K in pf::gemm (the batched step before
@@ -412,21 +415,10 @@ void staged_launch(cudaStream_t st, pf::GemmArgs g, const SplitK& sk) {
   if (ks > 1) {
     grid.z = ks;
     g.kc = (steps + ks - 1) / ks * 32;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid;
-    cfg.blockDim = dim3(pf::PT);
-    cfg.stream = st;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = 1;
-    at[0].val.clusterDim.y = 1;
-    at[0].val.clusterDim.z = ks;
-    cfg.attrs = at;
-    cfg.numAttrs = 1;
-    cudaLaunchKernelEx(&cfg, pf::gemm_staged<MT, EPI, NORM, true>, g);
+    launch_ex(sk.dependent, ks, pf::gemm_staged<MT, EPI, NORM, true>, grid, pf::PT, 0, st, g);
     return;
   }
-  pf::gemm_staged<MT, EPI, NORM, false><<<grid, pf::PT, 0, st>>>(g);
+  launch_ex(sk.dependent, 1, pf::gemm_staged<MT, EPI, NORM, false>, grid, pf::PT, 0, st, g);
 }
 
 // NORM: g.A's rows RMSNorm'd with g.norm on the way in (pf::gemm). sk: K

@@ -12,6 +12,7 @@
 #include <cooperative_groups.h>
 #include <cstdint>
 
+#include "dep_launch.cuh"
 #include "kernel.cuh"
 
 namespace tb {
@@ -334,16 +335,35 @@ __global__ void __launch_bounds__(PT, 2) gemm_staged(const GemmArgs g) {
   double ss = 0.0;  // NORM: the staged row's sum of squares (this thread's part)
   float acc[MT][NW][4] = {};
 
-  for (int kb = kz; kb < kend; kb += SKP) {
-    // This pass's weights first: their DRAM round trip overlaps the staging.
-    uint4 w[NW][KG];
+  // A pass's weights are loaded before its A is staged, so their DRAM round
+  // trip overlaps the staging; the first pass's before dep_wait, and the
+  // second pass's lines are asked into L2 there too (lanes t = 0, 1 of a
+  // quad: W's row, its two 128-byte lines a pass; t = 2, 3: W2's). Every
+  // later pass into L2 at once made the 1.7B's steps at 16 and 64 rows 2%
+  // slower (gate/up: its whole 50 MB for K split 2 ways); none, 5% slower at
+  // 1 and 64 rows (0.6B, H100).
+  uint4 w[NW][KG];
+  const auto load_pass = [&](int kb) {
 #pragma unroll
     for (int kg = 0; kg < KG; kg++)
 #pragma unroll
       for (int j = 0; j < NW; j++)
         w[j][kg] = wact && kb + 32 * kg + 8 * tq < kend ? ldw(reinterpret_cast<const uint4*>(wrow[j] + kb + 32 * kg))
                                                          : make_uint4(0, 0, 0, 0);
-    if (kb != kz) __syncthreads();  // every warp has read the last pass's A
+  };
+  load_pass(kz);
+  if (wact && (tq >> 1) < NW) {
+    const uint16_t* row = (tq >> 1 ? wrow[NW - 1] : wrow[0]) - 8 * tq;
+    const int kb = kz + SKP + 64 * (tq & 1);
+    if (kb < kend) asm volatile("prefetch.global.L2 [%0];" ::"l"(row + kb));
+  }
+  dep_start();
+
+  for (int kb = kz; kb < kend; kb += SKP) {
+    if (kb != kz) {
+      load_pass(kb);
+      __syncthreads();  // every warp has read the last pass's A
+    }
 #pragma unroll
     for (int i = 0; i < QPT; i++) {
       const int q = sq + TPR * i, k = kb + 4 * q;
@@ -443,6 +463,7 @@ __global__ void __launch_bounds__(PT, 2) gemm_staged(const GemmArgs g) {
 __global__ void __launch_bounds__(PT) rms_rows(const float* x, int ldx, int H, const uint16_t* w, float eps,
                                                float* y, int ldy) {
   __shared__ float part[PW];
+  dep_start();
   const float* xr = x + (size_t)blockIdx.x * ldx;
   float s = 0.f;
   for (int i = threadIdx.x; i < H; i += PT) {
