@@ -404,6 +404,15 @@ __device__ __forceinline__ void split_tf32(float x, uint32_t &hi, uint32_t &lo) 
 	lo = __float_as_uint(x - __uint_as_float(hi)) & 0xffffe000u;
 }
 
+// x as k_gemm_tc's operand: rounded to TF32 (ONE_PASS, lo untouched) or split.
+template <bool ONE_PASS>
+__device__ __forceinline__ void tf32_operand(float x, uint32_t &hi, uint32_t &lo) {
+	if (ONE_PASS)
+		hi = round_tf32(x);
+	else
+		split_tf32(x, hi, lo);
+}
+
 // c += a·b for one m16n8k8 tile (A row-major, B column-major fragments).
 __device__ __forceinline__ void mma_tf32(float c[4], const uint32_t a[4], const uint32_t b[2]) {
 	asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
@@ -648,21 +657,11 @@ __global__ void __launch_bounds__(256) k_gemm_tc(AOp a, const float *__restrict_
 #pragma unroll
 			for (int mi = 0; mi < 2; mi++)
 #pragma unroll
-				for (int r = 0; r < 4; r++) {
-					if (ONE_PASS)
-						ahi[mi][r] = round_tf32(fa[mi][r]);
-					else
-						split_tf32(fa[mi][r], ahi[mi][r], alo[mi][r]);
-				}
+				for (int r = 0; r < 4; r++) tf32_operand<ONE_PASS>(fa[mi][r], ahi[mi][r], alo[mi][r]);
 #pragma unroll
 			for (int ni = 0; ni < 2; ni++)
 #pragma unroll
-				for (int r = 0; r < 2; r++) {
-					if (ONE_PASS)
-						bhi[ni][r] = round_tf32(fb[ni][r]);
-					else
-						split_tf32(fb[ni][r], bhi[ni][r], blo[ni][r]);
-				}
+				for (int r = 0; r < 2; r++) tf32_operand<ONE_PASS>(fb[ni][r], bhi[ni][r], blo[ni][r]);
 #pragma unroll
 			for (int mi = 0; mi < 2; mi++)
 #pragma unroll
