@@ -451,32 +451,22 @@ void gemm_run(cudaStream_t st, const pf::GemmArgs& g, const SplitK* sk = nullptr
 }
 
 // The tensor-core layer loop over n rows of x (stride S.H): the prefill's
-// (rows are one stream's positions 0..n-1) and the batched step's (rows are
-// streams). attend(l, L) runs between the QKV projection and O: it leaves
-// each row's attention context in `in`. FUSED_NORM: the norms run inside
-// the GEMMs they feed (pf::gemm's NORM; the batched decode, where launches
-// are most of a step's time), else as launches of their own (the prefill, as
-// tested against the cooperative passes).
-template <bool FUSED_NORM = false, class Attend>
+// (rows are one stream's positions 0..n-1, or several streams' prompts one
+// after another) and the batched step's (rows are streams). attend(l, L)
+// runs between the QKV projection and O: it leaves each row's attention
+// context in `in`. The norms run inside the products they feed (NORM), one
+// launch instead of two; for the prefill that took 40 prompt rows from 2.06
+// to 1.86 ms (H100, with gemm_staged).
+template <class Attend>
 void tc_layers(cudaStream_t st, const StackD& S, const LayerD* layers, int n, float* x, float* in, float* qkv,
                float* mlp, Attend attend, const SplitK* sk = nullptr) {
   const int H = S.H, I = S.I, AO = S.nh * HD, QN = (S.nh + 2 * S.nkv) * HD;
   for (int l = 0; l < S.L; l++) {
     const LayerD& L = layers[l];
-    if (FUSED_NORM) {
-      gemm_run<pf::EPI_STORE, true>(st, {L.qkv, nullptr, QN, H, x, H, n, qkv, QN, L.in_norm, S.eps}, sk);
-    } else {
-      pf::rms_rows<<<n, pf::PT, 0, st>>>(x, H, H, L.in_norm, S.eps, in, H);
-      gemm_run<pf::EPI_STORE>(st, {L.qkv, nullptr, QN, H, in, H, n, qkv, QN}, sk);
-    }
+    gemm_run<pf::EPI_STORE, true>(st, {L.qkv, nullptr, QN, H, x, H, n, qkv, QN, L.in_norm, S.eps}, sk);
     attend(l, L);
     gemm_run<pf::EPI_ADD>(st, {L.o, nullptr, H, AO, in, AO, n, x, H}, sk);
-    if (FUSED_NORM) {
-      gemm_run<pf::EPI_SILU, true>(st, {L.gate, L.up, I, H, x, H, n, mlp, I, L.post_norm, S.eps}, sk);
-    } else {
-      pf::rms_rows<<<n, pf::PT, 0, st>>>(x, H, H, L.post_norm, S.eps, in, H);
-      gemm_run<pf::EPI_SILU>(st, {L.gate, L.up, I, H, in, H, n, mlp, I}, sk);
-    }
+    gemm_run<pf::EPI_SILU, true>(st, {L.gate, L.up, I, H, x, H, n, mlp, I, L.post_norm, S.eps}, sk);
     gemm_run<pf::EPI_ADD>(st, {L.down, nullptr, H, I, mlp, I, n, x, H}, sk);
   }
 }
@@ -497,12 +487,17 @@ int run_prefill_tc(tb_engine* e) {
   CK(cudaMemcpyAsync(x, e->d_rows, (size_t)n * H * 4, cudaMemcpyDeviceToDevice, st));
   const int rope_blocks = (n * (S.nh + 2 * S.nkv) + pf::PW - 1) / pf::PW;
   const int attn_blocks = (n * S.nh + pf::PW - 1) / pf::PW;
+  // On Hopper the products are gemm_staged's (its clusters need no split-K
+  // scratch): 40 prompt rows 2.28 -> 2.06 ms (H100).
+  SplitK sk{};
+  sk.sms = e->sms;
+  sk.clusters = e->clusters;
   tc_layers(st, S, e->tk_layers.data(), n, x, e->pf_in, e->pf_qkv, e->pf_mlp, [&](int l, const LayerD& L) {
     const size_t cache = (size_t)l * S.nkv * S.cap * HD;
     pf::rope_cache<<<rope_blocks, pf::PT, 0, st>>>(
         {e->pf_qkv, QN, n, S.nh, S.nkv, L.q_norm, L.k_norm, S.eps, S.rope, S.kc + cache, S.vc + cache, S.cap});
     pf::attend_rows<<<attn_blocks, pf::PT, 0, st>>>(e->pf_qkv, QN, n, S.nh, S.nkv, e->pf_in);
-  });
+  }, e->clusters ? &sk : nullptr);
   CK(cudaGetLastError());
   // The last row's residual goes where the cooperative kernel's head reads
   // it; that kernel (m = 0: head and sampling only) draws group 0.

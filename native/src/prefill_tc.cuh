@@ -1,6 +1,6 @@
 // Tensor-core prefill: the talker runs over all prompt rows at once, layer by
-// layer, as ordinary launches (norm, QKV, q/k norm + RoPE + cache, attention,
-// O, norm, gate/up, down). Every weight is read once per prompt, not once per
+// layer, as ordinary launches (norm + QKV, q/k norm + RoPE + cache, attention,
+// O, norm + gate/up, down). Every weight is read once per prompt, not once per
 // pass of a few rows as in the cooperative kernel's matvecs (which cost ~0.9
 // ms + ~0.18 ms a row per 8-row pass on an H100).
 //
@@ -286,14 +286,15 @@ __global__ void __launch_bounds__(PT) gemm(const GemmArgs g) {
   }
 }
 
-// The batched decode's products on Hopper (gemm_staged; pf::gemm elsewhere).
-// pf::gemm's warps split K and each CTA owns 8-32 columns, so every CTA reads
-// all of A and splits it into bf16 terms itself, at 64 rows its accumulators
-// take it to 141-198 registers (one CTA an SM), and its narrow products split
-// K through global partials, a fence and a ticket. Here a CTA's 8 warps own 8
-// output columns each (64 a CTA) and share A: the CTA stages A's rows once per
-// pass of SKP K columns, split into bf16 hi and lo terms in shared memory, and
-// each warp multiplies them by its columns' weights. K is split over the CTAs
+// The products of the batched decode and of the prefills on Hopper
+// (gemm_staged; pf::gemm elsewhere). pf::gemm's warps split K and each CTA
+// owns 8-32 columns, so every CTA reads all of A and splits it into bf16 terms
+// itself, at 64 rows its accumulators take it to 141-198 registers (one CTA an
+// SM), and its narrow products split K through global partials, a fence and a
+// ticket. Here a CTA owns 64 output columns and its 8 warps share A: the CTA
+// stages A's rows once per pass of SKP K columns, split into bf16 hi and lo
+// terms in shared memory, and each warp multiplies them by its columns'
+// weights (below: two 8-column tiles a warp). K is split over the CTAs
 // of a thread-block cluster (gridDim.z = the cluster's size): each leaves its
 // partial tile in its shared memory and, after a cluster barrier, reduces a
 // share of the tile's outputs from every rank's, in rank order. A row's sums
@@ -305,16 +306,24 @@ constexpr int MAX_CLUSTER = 8;  // the portable cluster size
 template <int MT, int EPI, bool NORM, bool SPLIT>
 __global__ void __launch_bounds__(PT, 2) gemm_staged(const GemmArgs g) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  constexpr int R = 16 * MT;                   // rows a CTA
-  constexpr int NW = EPI == EPI_SILU ? 2 : 1;  // weight rows a column: gate and up, or one
-  constexpr int KG = SKP / 32;                 // 32-column K groups a pass
+  constexpr int R = 16 * MT;  // rows a CTA
+  constexpr int KG = SKP / 32;  // 32-column K groups a pass
+  // A warp multiplies each A fragment it reads by two 8-column weight tiles:
+  // the gate's and the up's of its 8 columns (EPI_SILU), or those of its 16
+  // columns over half of each pass's K groups (the other half is a partner
+  // warp's, PW / 2 warps on, added before the epilogue). One tile a warp over
+  // all of K read the staged A twice as often: the step at 64 streams 8.7 ->
+  // 7.8 ms, at 16 4.6 -> 4.3 (0.6B, H100).
+  constexpr int NJ = 2;
+  constexpr int KH = EPI == EPI_SILU ? 1 : 2;  // warps that share a column tile's K
+  constexpr int KGW = KG / KH;                 // K groups a warp takes of a pass
   constexpr int TPR = PT / R;                  // staging threads a row
   constexpr int QPT = SKP / 4 / TPR;           // float4s a staging thread loads a pass
-  constexpr int NP = PW * MT * NW * 4 * 32;    // a CTA's accumulators
+  constexpr int NP = PW * MT * NJ * 4 * 32;    // a CTA's accumulators
   static_assert(PT % R == 0 && (SKP / 4) % TPR == 0 && TPR <= 32, "staging layout");
   // [hi, lo][K group][row][t]: lane t of a quad's four bf16 pairs, k 8t..8t+7
   // of the group (the fragment order of pf::gemm), so a warp's fragment reads
-  // are 512 consecutive bytes. SPLIT: the CTA's partial tile afterwards.
+  // are 512 consecutive bytes. Afterwards the CTA's partial tiles.
   __shared__ uint4 sh[2][KG][R][4];
   static_assert(NP * sizeof(float) <= sizeof(sh), "partials fit the staging buffer");
   // NORM: the rows' sums of squares, in double so that the rounding of the
@@ -322,40 +331,51 @@ __global__ void __launch_bounds__(PT, 2) gemm_staged(const GemmArgs g) {
   // stream's results are the same in a batch of any size.
   __shared__ double rss[NORM ? R : 1];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
-  const int n0 = blockIdx.x * 8 * PW + 8 * warp;  // this warp's 8 output columns
-  const bool wact = n0 < g.N;
+  const int kh = warp / (PW / KH), cw = warp % (PW / KH);
+  const int kg0 = kh * KGW;  // this warp's first K group of a pass
+  // Tile j's first column: a 64-column CTA tile, 8 columns a warp (EPI_SILU)
+  // or 16.
+  int col[NJ];
+  bool wact[NJ];
+  const uint16_t* wrow[NJ];
+#pragma unroll
+  for (int j = 0; j < NJ; j++) {
+    col[j] = blockIdx.x * 8 * PW + (KH == 1 ? 8 * warp : 16 * cw + 8 * j);
+    wact[j] = col[j] < g.N;
+    wrow[j] = (KH == 1 && j ? g.W2 : g.W) + (size_t)(wact[j] ? col[j] + gq : 0) * g.K + 8 * tq;
+  }
   const int m0 = blockIdx.y * R;
   const int kz = SPLIT ? blockIdx.z * g.kc : 0, kend = SPLIT ? min(g.K, kz + g.kc) : g.K;
-  const uint16_t* wrow[NW];
-#pragma unroll
-  for (int j = 0; j < NW; j++) wrow[j] = (j ? g.W2 : g.W) + (size_t)(wact ? n0 + gq : 0) * g.K + 8 * tq;
   const int sr = threadIdx.x / TPR, sq = threadIdx.x % TPR;  // staging: row and first float4
   const bool srow = m0 + sr < g.M;
   const float* arow = g.A + (size_t)(srow ? m0 + sr : 0) * g.lda;
   double ss = 0.0;  // NORM: the staged row's sum of squares (this thread's part)
-  float acc[MT][NW][4] = {};
+  float acc[MT][NJ][4] = {};
 
   // A pass's weights are loaded before its A is staged, so their DRAM round
   // trip overlaps the staging; the first pass's before dep_wait, and the
-  // second pass's lines are asked into L2 there too (lanes t = 0, 1 of a
-  // quad: W's row, its two 128-byte lines a pass; t = 2, 3: W2's). Every
-  // later pass into L2 at once made the 1.7B's steps at 16 and 64 rows 2%
-  // slower (gate/up: its whole 50 MB for K split 2 ways); none, 5% slower at
-  // 1 and 64 rows (0.6B, H100).
-  uint4 w[NW][KG];
+  // second pass's lines are asked into L2 there too (a warp's share of each
+  // of its weight rows: two 128-byte lines a pass, lane t = 0, 1 of a quad,
+  // for W and W2 at t = 0, 1 and 2, 3; one line at t = 0 and 1's tiles).
+  // Every later pass into L2 at once made the 1.7B's steps at 16 and 64 rows
+  // 2% slower (gate/up: its whole 50 MB for K split 2 ways); none, 5% slower
+  // at 1 and 64 rows (0.6B, H100).
+  uint4 w[NJ][KGW];
   const auto load_pass = [&](int kb) {
 #pragma unroll
-    for (int kg = 0; kg < KG; kg++)
+    for (int i = 0; i < KGW; i++)
 #pragma unroll
-      for (int j = 0; j < NW; j++)
-        w[j][kg] = wact && kb + 32 * kg + 8 * tq < kend ? ldw(reinterpret_cast<const uint4*>(wrow[j] + kb + 32 * kg))
-                                                         : make_uint4(0, 0, 0, 0);
+      for (int j = 0; j < NJ; j++) {
+        const int k = kb + 32 * (kg0 + i);
+        w[j][i] = wact[j] && k + 8 * tq < kend ? ldw(reinterpret_cast<const uint4*>(wrow[j] + k))
+                                               : make_uint4(0, 0, 0, 0);
+      }
   };
   load_pass(kz);
-  if (wact && (tq >> 1) < NW) {
-    const uint16_t* row = (tq >> 1 ? wrow[NW - 1] : wrow[0]) - 8 * tq;
-    const int kb = kz + SKP + 64 * (tq & 1);
-    if (kb < kend) asm volatile("prefetch.global.L2 [%0];" ::"l"(row + kb));
+  {
+    const int j = KH == 1 ? tq >> 1 : tq;
+    const int kb = kz + SKP + (KH == 1 ? 64 * (tq & 1) : 32 * kg0);
+    if (j < NJ && wact[j] && kb < kend) asm volatile("prefetch.global.L2 [%0];" ::"l"(wrow[j] - 8 * tq + kb));
   }
   dep_start();
 
@@ -382,7 +402,8 @@ __global__ void __launch_bounds__(PT, 2) gemm_staged(const GemmArgs g) {
     }
     __syncthreads();
 #pragma unroll
-    for (int kg = 0; kg < KG; kg++) {
+    for (int i = 0; i < KGW; i++) {
+      const int kg = kg0 + i;
       if (kb + 32 * kg >= kend) break;
 #pragma unroll
       for (int mt = 0; mt < MT; mt++) {
@@ -390,11 +411,11 @@ __global__ void __launch_bounds__(PT, 2) gemm_staged(const GemmArgs g) {
         const uint4 h0 = sh[0][kg][r][tq], h1 = sh[0][kg][r + 8][tq];
         const uint4 l0 = sh[1][kg][r][tq], l1 = sh[1][kg][r + 8][tq];
 #pragma unroll
-        for (int j = 0; j < NW; j++) {
-          mma_bf16(acc[mt][j], h0.x, h1.x, h0.y, h1.y, w[j][kg].x, w[j][kg].y);
-          mma_bf16(acc[mt][j], l0.x, l1.x, l0.y, l1.y, w[j][kg].x, w[j][kg].y);
-          mma_bf16(acc[mt][j], h0.z, h1.z, h0.w, h1.w, w[j][kg].z, w[j][kg].w);
-          mma_bf16(acc[mt][j], l0.z, l1.z, l0.w, l1.w, w[j][kg].z, w[j][kg].w);
+        for (int j = 0; j < NJ; j++) {
+          mma_bf16(acc[mt][j], h0.x, h1.x, h0.y, h1.y, w[j][i].x, w[j][i].y);
+          mma_bf16(acc[mt][j], l0.x, l1.x, l0.y, l1.y, w[j][i].x, w[j][i].y);
+          mma_bf16(acc[mt][j], h0.z, h1.z, h0.w, h1.w, w[j][i].z, w[j][i].w);
+          mma_bf16(acc[mt][j], l0.z, l1.z, l0.w, l1.w, w[j][i].z, w[j][i].w);
         }
       }
     }
@@ -405,56 +426,96 @@ __global__ void __launch_bounds__(PT, 2) gemm_staged(const GemmArgs g) {
     if (sq == 0) rss[sr] = ss;
   }
   // Output e of a warp's tile (mt, j): row 16mt + gq + 8(e/2), column 2tq + e%2 of its 8.
-  const auto store = [&](int row, int col, float v, float u, const double* sums) {
-    if (row >= g.M || col >= g.N) return;
+  const auto store = [&](int row, int c, float v, float u, const double* sums) {
+    if (row >= g.M || c >= g.N) return;
     const float scale = NORM ? rms_scale((float)sums[row - m0], g.K, g.eps) : 1.f;
-    put_output<EPI>(g.C + (size_t)row * g.ldc + col, v * scale, u * scale);
+    put_output<EPI>(g.C + (size_t)row * g.ldc + c, v * scale, u * scale);
   };
+  if (SPLIT || KH > 1 || NORM) __syncthreads();  // every warp has read its last A fragments (and rss is in)
+  // Partial tiles in shared memory, [warp][mt][j][e][lane].
+  float* part = reinterpret_cast<float*>(sh);
+  const auto at = [](int wp, int mt, int j, int e, int l) { return (((wp * MT + mt) * NJ + j) * 4 + e) * 32 + l; };
+  const auto put_part = [&](int wp) {
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+      for (int j = 0; j < NJ; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) part[at(wp, mt, j, e, lane)] = acc[mt][j][e];
+  };
+  if constexpr (KH > 1) {
+    // The second K half's partial tiles added to the first's, in that order.
+    if (kh) put_part(cw);
+    __syncthreads();
+    if (!kh) {
+#pragma unroll
+      for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int j = 0; j < NJ; j++)
+#pragma unroll
+          for (int e = 0; e < 4; e++) acc[mt][j][e] += part[at(cw, mt, j, e, lane)];
+      if (SPLIT) put_part(cw);  // each thread its own slots: no barrier between
+    }
+  } else if (SPLIT) {
+    put_part(warp);
+  }
   if constexpr (SPLIT) {
     namespace cg = cooperative_groups;
     const cg::cluster_group cl = cg::this_cluster();
-    __syncthreads();  // every warp has read its last A fragments
-    float* part = reinterpret_cast<float*>(sh);
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-      for (int j = 0; j < NW; j++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) part[(((warp * MT + mt) * NW + j) * 4 + e) * 32 + lane] = acc[mt][j][e];
     cl.sync();  // every rank's partials (and row sums) are in its shared memory
     const int ks = (int)cl.num_blocks(), rank = (int)cl.block_rank();
+    // The ranks' values are loaded at once and then added in rank order: one
+    // remote round trip instead of one a rank.
     __shared__ double tot[NORM ? R : 1];  // NORM: the rows' sums of squares over the whole of K
     if constexpr (NORM) {
       if (threadIdx.x < R) {
-        double t = 0.0;
-        for (int z = 0; z < ks; z++) t += cl.map_shared_rank(rss, z)[threadIdx.x];
-        tot[threadIdx.x] = t;
+        double t[MAX_CLUSTER];
+#pragma unroll
+        for (int z = 0; z < MAX_CLUSTER; z++)
+          if (z < ks) t[z] = cl.map_shared_rank(rss, z)[threadIdx.x];
+        double sum = 0.0;
+#pragma unroll
+        for (int z = 0; z < MAX_CLUSTER; z++)
+          if (z < ks) sum += t[z];
+        tot[threadIdx.x] = sum;
       }
       __syncthreads();
     }
-    // This rank's share of the tile's outputs (accumulators of j = 0), summed in rank order.
+    // This rank's share of the tile's outputs: output (mt, e, lane) of the
+    // 64 columns' 8-column group c8.
     constexpr int S = PW * MT * 4 * 32;
     const int per = (S + ks - 1) / ks;
     for (int s = rank * per + threadIdx.x; s < min(S, (rank + 1) * per); s += PT) {
-      const int l = s & 31, e = (s >> 5) & 3, mt = (s >> 7) % MT, wp = (s >> 7) / MT;
-      const int gi = (((wp * MT + mt) * NW) * 4 + e) * 32 + l;
+      const int l = s & 31, e = (s >> 5) & 3, mt = (s >> 7) % MT, c8 = (s >> 7) / MT;
+      const int gv = KH == 1 ? at(c8, mt, 0, e, l) : at(c8 >> 1, mt, c8 & 1, e, l);
+      float xv[MAX_CLUSTER], xu[MAX_CLUSTER];
+#pragma unroll
+      for (int z = 0; z < MAX_CLUSTER; z++)
+        if (z < ks) {
+          const float* pz = cl.map_shared_rank(part, z);
+          xv[z] = pz[gv];
+          if constexpr (KH == 1) xu[z] = pz[gv + 4 * 32];  // j = 1: the up rows
+        }
       float v = 0.f, u = 0.f;
-      for (int z = 0; z < ks; z++) {
-        const float* pz = cl.map_shared_rank(part, z);
-        v += pz[gi];
-        if constexpr (NW == 2) u += pz[gi + 4 * 32];
-      }
-      store(m0 + 16 * mt + (l >> 2) + 8 * (e >> 1), blockIdx.x * 8 * PW + 8 * wp + 2 * (l & 3) + (e & 1), v, u, tot);
+#pragma unroll
+      for (int z = 0; z < MAX_CLUSTER; z++)
+        if (z < ks) {
+          v += xv[z];
+          if constexpr (KH == 1) u += xu[z];
+        }
+      store(m0 + 16 * mt + (l >> 2) + 8 * (e >> 1), blockIdx.x * 8 * PW + 8 * c8 + 2 * (l & 3) + (e & 1), v, u, tot);
     }
     cl.sync();  // no rank leaves while another reads its shared memory
   } else {
-    if constexpr (NORM) __syncthreads();
-    if (!wact) return;
+    if (kh) return;
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-      for (int e = 0; e < 4; e++)
-        store(m0 + 16 * mt + gq + 8 * (e >> 1), n0 + 2 * tq + (e & 1), acc[mt][0][e], acc[mt][NW - 1][e], rss);
+      for (int j = 0; j < (KH == 1 ? 1 : NJ); j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+          store(m0 + 16 * mt + gq + 8 * (e >> 1), col[j] + 2 * tq + (e & 1), acc[mt][j][e],
+                KH == 1 ? acc[mt][1][e] : 0.f, rss);
   }
 #endif
 }
