@@ -107,6 +107,11 @@ type streamsReport struct {
 	TTFCMS      []float64 `json:"ttfc_ms_per_stream"`
 	MaxRTF      float64   `json:"max_rtf"`
 	TTFCp95MS   float64   `json:"ttfc_p95_ms"`
+	// Where TTFC goes (95th percentiles over the streams, as e2eReport's parts).
+	PrepareP95MS    float64 `json:"prepare_p95_ms"`
+	PrefillP95MS    float64 `json:"prefill_p95_ms"`
+	FirstFrameP95MS float64 `json:"first_frame_lm_p95_ms"`
+	FirstCodecP95MS float64 `json:"first_codec_p95_ms"`
 }
 
 // batchRow is B utterances of the same length decoding together in one
@@ -584,6 +589,7 @@ func benchStreams(f benchFlags) (*streamsReport, error) {
 	}
 	defer e.Close()
 	rep := &streamsReport{Streams: n, Frames: f.e2eFrames, ChunkFrames: f.chunkFrames, RTF: make([]float64, n), TTFCMS: make([]float64, n)}
+	parts := make([][4]time.Duration, n)
 	round := func(seed uint64) error {
 		errs := make([]error, n)
 		var wg sync.WaitGroup
@@ -597,6 +603,7 @@ func benchStreams(f benchFlags) (*streamsReport, error) {
 					return
 				}
 				rep.RTF[i], rep.TTFCMS[i] = st.RTF, ms(st.TTFC)
+				parts[i] = [4]time.Duration{st.Prepare, st.Prefill, st.FirstFrameLM, st.FirstCodec}
 			}()
 		}
 		wg.Wait()
@@ -610,6 +617,14 @@ func benchStreams(f benchFlags) (*streamsReport, error) {
 	}
 	rep.MaxRTF = slices.Max(rep.RTF)
 	rep.TTFCp95MS = percentileF(rep.TTFCMS, 95)
+	part := func(k int) float64 {
+		d := make([]time.Duration, n)
+		for i := range parts {
+			d[i] = parts[i][k]
+		}
+		return ms(percentile(d, 95))
+	}
+	rep.PrepareP95MS, rep.PrefillP95MS, rep.FirstFrameP95MS, rep.FirstCodecP95MS = part(0), part(1), part(2), part(3)
 	return rep, nil
 }
 

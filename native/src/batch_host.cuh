@@ -397,13 +397,15 @@ int tb_batch_add_many(tb_batch* b, const tb_batch_request* req, int k, int* slot
   const int QN = (T.nh + 2 * T.nkv) * HD;
   const int rope_blocks = (total * (T.nh + 2 * T.nkv) + pf::PW - 1) / pf::PW;
   const int attn_blocks = (total * T.nh + pf::PW - 1) / pf::PW;
+  SplitK sk = b->sk;
+  sk.all_tiles = true;
   tc_layers(st, T, e->tk_layers.data(), total, b->x, b->in, b->qkv, b->mlp, [&](int l, const LayerD& L) {
     const size_t cache = (size_t)l * T.nkv * b->tcap * HD;
     pf::rope_cache<<<rope_blocks, pf::PT, 0, st>>>({b->qkv, QN, total, T.nh, T.nkv, L.q_norm, L.k_norm, T.eps, T.rope,
                                                     b->s.tk_k + cache, b->s.tk_v + cache, b->tcap, pos, pslot,
                                                     b->s.tk_slot});
     pf::attend_rows<<<attn_blocks, pf::PT, 0, st>>>(b->qkv, QN, total, T.nh, T.nkv, b->in, first);
-  }, &b->sk);
+  }, &sk);
   // Each prompt's last row: its head and group 0 of frame 0; its hidden
   // state is the predictor's first input. Logits into tlog rows cap..cap+k-1
   // (tb_batch_read_logits, until the next admission).

@@ -345,6 +345,11 @@ struct SplitK {
   // Launch with programmatic stream serialization (the batched step on
   // Hopper: dep_launch.cuh).
   bool dependent = false;
+  // gemm_staged: K split from all the tiles, not the column tiles alone: a
+  // prefill, whose row tiles may fill the GPU (64 prompts of 40 rows: 56 ->
+  // 42 ms, H100). A stream admitted with others then differs from itself
+  // admitted alone by the summation order (0.1% of the largest logit).
+  bool all_tiles = false;
 };
 
 // The row tiles whose products split K in pf::gemm (the batched step before
@@ -406,10 +411,10 @@ template <int MT, int EPI, bool NORM>
 void staged_launch(cudaStream_t st, pf::GemmArgs g, const SplitK& sk) {
   dim3 grid((g.N + 8 * pf::PW - 1) / (8 * pf::PW), (g.M + 16 * MT - 1) / (16 * MT));
   const int steps = (g.K + 31) / 32;
-  // A power of two (cluster shapes). From the column tiles alone: a row's
-  // sums then do not depend on how many rows the launch has (an admission's
-  // prompt rows run several row tiles).
-  const int want = std::min({pf::MAX_CLUSTER, 2 * sk.sms / (int)grid.x, steps});
+  // A power of two (cluster shapes). In a step, from the column tiles alone:
+  // a row's sums then do not depend on how many rows the launch has.
+  const int tiles = (int)(grid.x * (sk.all_tiles ? grid.y : 1));
+  const int want = std::min({pf::MAX_CLUSTER, 2 * sk.sms / tiles, steps});
   int ks = 1;
   while (2 * ks <= want) ks *= 2;
   if (ks > 1) {
@@ -492,6 +497,7 @@ int run_prefill_tc(tb_engine* e) {
   SplitK sk{};
   sk.sms = e->sms;
   sk.clusters = e->clusters;
+  sk.all_tiles = true;
   tc_layers(st, S, e->tk_layers.data(), n, x, e->pf_in, e->pf_qkv, e->pf_mlp, [&](int l, const LayerD& L) {
     const size_t cache = (size_t)l * S.nkv * S.cap * HD;
     pf::rope_cache<<<rope_blocks, pf::PT, 0, st>>>(
