@@ -10,6 +10,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <sched.h>
@@ -18,6 +19,7 @@
 #include "kernel.cuh"
 #include "prefill_tc.cuh"
 #include "textproj.cuh"
+#include "gemm_tiles.cuh"
 
 using namespace tb;
 
@@ -426,33 +428,56 @@ void staged_launch(cudaStream_t st, pf::GemmArgs g, const SplitK& sk) {
   launch_ex(sk.dependent, 1, pf::gemm_staged<MT, EPI, NORM, false>, grid, pf::PT, 0, st, g);
 }
 
+// Calls f(std::integral_constant<int, MT>{}) for the row tiles MT a CTA of
+// the few-row products takes at `rows` (gemm_mt).
+template <class F>
+void with_row_tiles(int rows, F f) {
+  switch (gemm_mt(rows)) {
+    case 1:
+      f(std::integral_constant<int, 1>{});
+      return;
+    case 2:
+      f(std::integral_constant<int, 2>{});
+      return;
+    default:
+      f(std::integral_constant<int, 4>{});
+  }
+}
+
+// gemm_staged at the row tiles g.M takes (Hopper).
+template <int EPI, bool NORM = false>
+void staged_run(cudaStream_t st, const pf::GemmArgs& g, const SplitK& sk) {
+  with_row_tiles(g.M, [&](auto mt) { staged_launch<decltype(mt)::value, EPI, NORM>(st, g, sk); });
+}
+
+// Whether a product runs on pf::gemm_tiles (gemm_tiles.cuh) rather than
+// gemm_staged (Hopper): from 256 rows, where its 128 x 128 tiles fill at
+// least half the SMs. A layer's products on the 0.6B's shapes, H100: 2560
+// rows 1033 -> 752 us, 1280: 551 -> 436; at 640 rows QKV and gate/up 95-97
+// -> 73 us each, while O and down (40 tiles) stay on gemm_staged (they would
+// go 57 -> 74 and 79 -> 103). At 320 rows QKV gains 61 -> 55 us and gate/up
+// loses 55 -> 72; from 512 rows instead of 256, 64 utterances at once end to
+// end gave TTFC p95 50.0-57.2 ms against 49.1-49.8.
+template <int EPI>
+bool use_tiles(const pf::GemmArgs& g, const SplitK* sk) {
+  if (!sk || !sk->clusters || g.M < 256 || g.K % pf::TBK || g.lda % 4) return false;
+  const long tiles = (long)((g.N + pf::tile_out_cols(EPI) - 1) / pf::tile_out_cols(EPI)) * ((g.M + pf::TBM - 1) / pf::TBM);
+  return 2 * tiles >= sk->sms;
+}
+
 // NORM: g.A's rows RMSNorm'd with g.norm on the way in (pf::gemm). sk: K
 // may be split (SplitK).
 template <int EPI, bool NORM = false>
 void gemm_run(cudaStream_t st, const pf::GemmArgs& g, const SplitK* sk = nullptr) {
+  if (use_tiles<EPI>(g, sk)) {
+    pf::tiles_launch<EPI, NORM>(st, g, sk->dependent);
+    return;
+  }
   if (sk && sk->clusters) {
-    switch (gemm_mt(g.M)) {
-      case 1:
-        staged_launch<1, EPI, NORM>(st, g, *sk);
-        return;
-      case 2:
-        staged_launch<2, EPI, NORM>(st, g, *sk);
-        return;
-      default:
-        staged_launch<4, EPI, NORM>(st, g, *sk);
-        return;
-    }
+    staged_run<EPI, NORM>(st, g, *sk);
+    return;
   }
-  switch (gemm_mt(g.M)) {
-    case 1:
-      gemm_cols<1, EPI, NORM>(st, g, sk);
-      break;
-    case 2:
-      gemm_cols<2, EPI, NORM>(st, g, sk);
-      break;
-    default:
-      gemm_cols<4, EPI, NORM>(st, g, sk);
-  }
+  with_row_tiles(g.M, [&](auto mt) { gemm_cols<decltype(mt)::value, EPI, NORM>(st, g, sk); });
 }
 
 // The tensor-core layer loop over n rows of x (stride S.H): the prefill's
@@ -1077,7 +1102,29 @@ int tb_project_text(tb_engine* e, const float* x, int rows, float* out) {
   if (rows <= 0) return fail("tb_project_text: %d rows, want at least 1", rows);
   CK(cudaSetDevice(e->dev));
   const char* what = "";
-  const cudaError_t err = e->tp.run(x, rows, out, &what);
+  // On Hopper both Linears run on gemm_staged, its K split from the column
+  // tiles alone: a row's bits do not depend on the rows beside it, and its
+  // weights are read once for 64 rows where linear_bf16 re-reads them every
+  // 8 (which made the text projections of 64 prompts at once wait ~16 ms
+  // for one another, H100). Its 16-byte loads need widths of 8.
+  const bool staged = e->clusters && e->tp.textH % 8 == 0 && e->tp.H % 8 == 0;
+  SplitK sk{};
+  sk.sms = e->sms;
+  sk.clusters = true;
+  const auto linear = [&](bool silu, const uint16_t* W, const uint16_t* b, const float* in, int n, int K, int N,
+                          float* y, cudaStream_t s) -> cudaError_t {
+    if (!staged)
+      return silu ? tbtp::launch_linear<true>(K % 8 == 0, W, b, in, n, K, N, y, s)
+                  : tbtp::launch_linear<false>(K % 8 == 0, W, b, in, n, K, N, y, s);
+    pf::GemmArgs g{W, nullptr, N, K, in, K, n, y, N};
+    g.bias = b;
+    if (silu)
+      staged_run<pf::EPI_BIAS_SILU>(s, g, sk);
+    else
+      staged_run<pf::EPI_BIAS>(s, g, sk);
+    return cudaGetLastError();
+  };
+  const cudaError_t err = e->tp.run(x, rows, out, &what, linear);
   if (err != cudaSuccess) return fail("tb_project_text: %s: %s", what, cudaGetErrorString(err));
   return 0;
 }

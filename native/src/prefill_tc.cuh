@@ -45,14 +45,24 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-enum Epi { EPI_STORE, EPI_ADD, EPI_SILU };
+// EPI_BIAS and EPI_BIAS_SILU: a Linear with a bias (GemmArgs::bias), and
+// SiLU after it (the text projection).
+enum Epi { EPI_STORE, EPI_ADD, EPI_SILU, EPI_BIAS, EPI_BIAS_SILU };
+
+__host__ __device__ constexpr bool epi_bias(int EPI) { return EPI == EPI_BIAS || EPI == EPI_BIAS_SILU; }
 
 // The epilogue of an output c of a product: v (EPI_SILU: v of the gate, u of
-// the up rows), already scaled by the row's RMSNorm factor where NORM.
+// the up rows; EPI_BIAS*: u is the column's bias), already scaled by the
+// row's RMSNorm factor where NORM.
 template <int EPI>
 __device__ __forceinline__ void put_output(float* c, float v, float u) {
   if constexpr (EPI == EPI_SILU) {
     *c = v / (1.f + expf(-v)) * u;
+  } else if constexpr (EPI == EPI_BIAS) {
+    *c = v + u;
+  } else if constexpr (EPI == EPI_BIAS_SILU) {
+    const float b = v + u;
+    *c = b / (1.f + expf(-b));
   } else if constexpr (EPI == EPI_ADD) {
     *c += v;
   } else {
@@ -81,6 +91,7 @@ struct GemmArgs {
   int kc;
   float* ws;
   unsigned* tickets;
+  const uint16_t* bias;  // EPI_BIAS*: [N] bf16 (gemm_staged, gemm_tiles)
 };
 
 // The floats a split-K slice of one CTA leaves in GemmArgs::ws: its tile's
@@ -429,7 +440,7 @@ __global__ void __launch_bounds__(PT, 2) gemm_staged(const GemmArgs g) {
   const auto store = [&](int row, int c, float v, float u, const double* sums) {
     if (row >= g.M || c >= g.N) return;
     const float scale = NORM ? rms_scale((float)sums[row - m0], g.K, g.eps) : 1.f;
-    put_output<EPI>(g.C + (size_t)row * g.ldc + c, v * scale, u * scale);
+    put_output<EPI>(g.C + (size_t)row * g.ldc + c, v * scale, epi_bias(EPI) ? bf(g.bias[c]) : u * scale);
   };
   if (SPLIT || KH > 1 || NORM) __syncthreads();  // every warp has read its last A fragments (and rss is in)
   // Partial tiles in shared memory, [warp][mt][j][e][lane].

@@ -3,7 +3,8 @@
 // side job beside the decode kernel: its own stream, weights and buffers, so
 // it can run while another thread drives frames on the engine's stream.
 //
-// Each Linear is one launch of linear_bf16: one warp per output feature j,
+// Each Linear is one launch: on Hopper the engine's gemm_staged (see
+// tb_project_text), elsewhere linear_bf16: one warp per output feature j,
 // 16-byte weight loads (8 bf16) per lane, rows in register tiles of TP_RT
 // (the weight row is re-read per tile; at 2048 x 2048 the 12 MB of both
 // weights stay in L2 between tiles). Every sum is fp32 with fp32
@@ -164,9 +165,11 @@ struct TextProj {
 
   // run computes rows x textH floats of in into rows x H floats of out (host
   // memory), TP_CHUNK rows per round (stream order lets a round reuse the
-  // buffers of the one before), and waits for the result.
-  cudaError_t run(const float* in, int rows, float* out, const char** what) {
-    const bool vec = textH % 8 == 0;
+  // buffers of the one before), and waits for the result. linear(silu, W, b,
+  // x, rows, K, N, y, stream) launches one Linear: launch_linear, or the
+  // engine's tensor-core product on Hopper (tb_project_text).
+  template <class Linear>
+  cudaError_t run(const float* in, int rows, float* out, const char** what, Linear linear) {
     cudaError_t err;
     for (int r0 = 0; r0 < rows; r0 += TP_CHUNK) {
       const int n = rows - r0 < TP_CHUNK ? rows - r0 : TP_CHUNK;
@@ -174,9 +177,9 @@ struct TextProj {
       err = cudaMemcpyAsync(x, in + (size_t)r0 * textH, (size_t)n * textH * 4, cudaMemcpyHostToDevice, stream);
       if (err != cudaSuccess) return err;
       *what = "fc1 launch";
-      if ((err = launch_linear<true>(vec, fc1, b1, x, n, textH, textH, hid, stream)) != cudaSuccess) return err;
+      if ((err = linear(true, fc1, b1, x, n, textH, textH, hid, stream)) != cudaSuccess) return err;
       *what = "fc2 launch";
-      if ((err = launch_linear<false>(vec, fc2, b2, hid, n, textH, H, y, stream)) != cudaSuccess) return err;
+      if ((err = linear(false, fc2, b2, hid, n, textH, H, y, stream)) != cudaSuccess) return err;
       *what = "copy rows from the GPU";
       err = cudaMemcpyAsync(out + (size_t)r0 * H, y, (size_t)n * H * 4, cudaMemcpyDeviceToHost, stream);
       if (err != cudaSuccess) return err;
