@@ -244,9 +244,18 @@ func (h *Server) serveFile(w http.ResponseWriter, r *http.Request, f *File) {
 	if h.ignoreRange {
 		r.Header.Del("Range")
 	}
+	rng := r.Header.Get("Range")
 	h.mu.Unlock()
 
-	cw := &countingWriter{ResponseWriter: w, limit: -1}
+	// The request is recorded as its status goes out, before the client can
+	// see the response. Recorded after the body, a request whose body the
+	// client abandoned (a full disk) could land after the client had moved
+	// on, even after ResetCounts.
+	cw := &countingWriter{ResponseWriter: w, limit: -1, onStatus: func(status int) {
+		h.mu.Lock()
+		h.fileReqs = append(h.fileReqs, Request{Path: f.Path, Range: rng, Status: status})
+		h.mu.Unlock()
+	}}
 	if dropping {
 		cw.limit = drop
 	} else if stalling {
@@ -254,7 +263,6 @@ func (h *Server) serveFile(w http.ResponseWriter, r *http.Request, f *File) {
 	}
 	http.ServeContent(cw, r, "", time.Time{}, bytes.NewReader(data))
 	h.mu.Lock()
-	h.fileReqs = append(h.fileReqs, Request{Path: f.Path, Range: r.Header.Get("Range"), Status: cw.status})
 	h.served[f.Path] += cw.n
 	h.mu.Unlock()
 	if cw.cut {
@@ -265,21 +273,28 @@ func (h *Server) serveFile(w http.ResponseWriter, r *http.Request, f *File) {
 	}
 }
 
-// countingWriter counts body bytes and stops writing after limit bytes.
+// countingWriter counts body bytes and stops writing after limit bytes;
+// onStatus learns the status before it is sent.
 type countingWriter struct {
 	http.ResponseWriter
-	status int
-	n      int64
-	limit  int64
-	cut    bool
+	status   int
+	n        int64
+	limit    int64
+	cut      bool
+	onStatus func(status int)
 }
 
-func (c *countingWriter) WriteHeader(s int) { c.status = s; c.ResponseWriter.WriteHeader(s) }
+func (c *countingWriter) setStatus(s int) {
+	if c.status == 0 {
+		c.status = s
+		c.onStatus(s)
+	}
+}
+
+func (c *countingWriter) WriteHeader(s int) { c.setStatus(s); c.ResponseWriter.WriteHeader(s) }
 
 func (c *countingWriter) Write(p []byte) (int, error) {
-	if c.status == 0 {
-		c.status = http.StatusOK
-	}
+	c.setStatus(http.StatusOK)
 	if c.limit >= 0 && c.n+int64(len(p)) > c.limit {
 		p = p[:c.limit-c.n]
 		c.cut = true
