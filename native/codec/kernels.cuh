@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "../src/cp_async.cuh"
 #include "../src/dep_launch.cuh"
 
 namespace tbc {
@@ -568,11 +569,6 @@ __global__ void __launch_bounds__(256) k_gemm(AOp a, const float *__restrict__ W
 // tile (mi, ni): rows g and g+8, columns 2q and 2q+1. Split K and the
 // epilogue as in k_gemm.
 constexpr int TC_BK = 32, TC_LD = TC_BK + 4;
-
-__device__ __forceinline__ void cp_async16(float *dst, const float *src, bool valid) {
-	const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(valid ? 16 : 0));
-}
 
 template <int BM, int BN, bool ONE_PASS>
 __global__ void __launch_bounds__(256) k_gemm_tc(AOp a, const float *__restrict__ W, int M, int N, int K,

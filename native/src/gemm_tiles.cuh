@@ -21,6 +21,7 @@
 #pragma once
 #include <cstdint>
 
+#include "cp_async.cuh"
 #include "dep_launch.cuh"
 #include "prefill_tc.cuh"
 
@@ -41,11 +42,6 @@ constexpr int TILE_STAGE_BYTES = TBM * TILE_AROW * 4 + TBN * TBK * 2;
 constexpr int TILE_SMEM = TILE_STAGES * TILE_STAGE_BYTES;
 
 __host__ __device__ constexpr int tile_out_cols(int EPI) { return EPI == EPI_SILU ? TBN / 2 : TBN; }
-
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
-  const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(gmem), "r"(valid ? 16 : 0) : "memory");
-}
 
 // A and W arrive by cp.async, TILE_STAGES stages ahead; A stays fp32 in
 // shared memory and each warp splits its fragments into bf16 terms as it
