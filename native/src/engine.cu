@@ -1114,14 +1114,10 @@ int tb_project_text(tb_engine* e, const float* x, int rows, float* out) {
   const auto linear = [&](bool silu, const uint16_t* W, const uint16_t* b, const float* in, int n, int K, int N,
                           float* y, cudaStream_t s) -> cudaError_t {
     if (!staged)
-      return silu ? tbtp::launch_linear<true>(K % 8 == 0, W, b, in, n, K, N, y, s)
-                  : tbtp::launch_linear<false>(K % 8 == 0, W, b, in, n, K, N, y, s);
+      return (silu ? tbtp::launch_linear<true> : tbtp::launch_linear<false>)(K % 8 == 0, W, b, in, n, K, N, y, s);
     pf::GemmArgs g{W, nullptr, N, K, in, K, n, y, N};
     g.bias = b;
-    if (silu)
-      staged_run<pf::EPI_BIAS_SILU>(s, g, sk);
-    else
-      staged_run<pf::EPI_BIAS>(s, g, sk);
+    (silu ? staged_run<pf::EPI_BIAS_SILU> : staged_run<pf::EPI_BIAS>)(s, g, sk);
     return cudaGetLastError();
   };
   const cudaError_t err = e->tp.run(x, rows, out, &what, linear);
