@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels.cuh"
+#include "../src/stream_priority.cuh"
 #include "../include/talkbox_codec.h"
 
 using namespace tbc;
@@ -113,7 +114,9 @@ constexpr int kMaxSlots = 256;
 // buffers of one push of every slot at once.
 struct tbc_pool {
 	tbc_model *m = nullptr;
-	cudaStream_t st = nullptr;
+	cudaStream_t st = nullptr;       // pushes (PRIO_CODEC)
+	cudaStream_t st_first = nullptr; // resets and a stream's first push (PRIO_LM)
+	std::vector<char> fresh;         // [slots]: reset, not pushed since
 	bool dry = false, use_graph = true;
 	int slots = 0, nslots = 0; // usable slots; allocated (with the scratch)
 	std::vector<int> buckets;  // ascending, the last is slots
@@ -711,7 +714,9 @@ int build_pool(tbc_pool *s) {
 	s->graphs.assign(s->buckets.size(), {});
 	s->nslots = s->slots == 1 ? 1 : s->slots + 1;
 	const int MB = s->slots, T = kMaxT, MBT = MB * T;
-	CK(cudaStreamCreateWithFlags(&s->st, cudaStreamNonBlocking));
+	CK(create_stream(&s->st, PRIO_CODEC));
+	CK(create_stream(&s->st_first, PRIO_LM));
+	s->fresh.assign(s->slots, 0);
 	CK(cudaEventCreate(&s->ev0));
 	CK(cudaEventCreate(&s->ev1));
 	const size_t inN = (size_t)MBT * 16 + MB;
@@ -786,12 +791,13 @@ int build_pool(tbc_pool *s) {
 int reset_slot(tbc_pool *s, int slot) {
 	for (Ext *x : s->exts) {
 		const size_t n = (size_t)x->slotRows() * x->C;
-		CK(cudaMemsetAsync(x->p + slot * n, 0, sizeof(float) * n, s->st));
+		CK(cudaMemsetAsync(x->p + slot * n, 0, sizeof(float) * n, s->st_first));
 	}
-	CK(cudaMemsetAsync(s->kc + slot * s->kvSlot, 0, sizeof(float) * s->kvSlot, s->st));
-	CK(cudaMemsetAsync(s->vc + slot * s->kvSlot, 0, sizeof(float) * s->kvSlot, s->st));
-	CK(cudaMemsetAsync(s->d_pos + slot, 0, sizeof(int64_t), s->st));
-	CK(cudaStreamSynchronize(s->st));
+	CK(cudaMemsetAsync(s->kc + slot * s->kvSlot, 0, sizeof(float) * s->kvSlot, s->st_first));
+	CK(cudaMemsetAsync(s->vc + slot * s->kvSlot, 0, sizeof(float) * s->kvSlot, s->st_first));
+	CK(cudaMemsetAsync(s->d_pos + slot, 0, sizeof(int64_t), s->st_first));
+	CK(cudaStreamSynchronize(s->st_first));
+	s->fresh[slot] = 1;
 	return 0;
 }
 
@@ -822,10 +828,10 @@ int capture(tbc_pool *s, int bi, int T) {
 
 // run_push enqueues one sub-push of T frames for the members staged in
 // h_in (padded to bucket bi), through the graph captured for (bi, T).
-int run_push(tbc_pool *s, int bi, int T) {
+int run_push(tbc_pool *s, int bi, int T, cudaStream_t st) {
 	if (!s->use_graph) return forward(s, s->buckets[bi], T);
 	if (!s->graphs[bi][T] && capture(s, bi, T)) return -1;
-	CK(cudaGraphLaunch(s->graphs[bi][T], s->st));
+	CK(cudaGraphLaunch(s->graphs[bi][T], st));
 	return 0;
 }
 
@@ -889,6 +895,7 @@ void free_pool(tbc_pool *s) {
 	if (s->ev0) cudaEventDestroy(s->ev0);
 	if (s->ev1) cudaEventDestroy(s->ev1);
 	if (s->st) cudaStreamDestroy(s->st);
+	if (s->st_first) cudaStreamDestroy(s->st_first);
 	delete s;
 }
 
@@ -998,11 +1005,15 @@ int tbc_pool_push(tbc_pool *s, const int32_t *slots, int n, const int32_t *codes
 	if (check_push(s, slots, n, codes, frames)) return -1;
 	CK(cudaSetDevice(s->m->device));
 	const int spf = s->m->spf;
+	bool first = false;
+	for (int b = 0; b < n; b++) first |= s->fresh[slots[b]] != 0;
+	cudaStream_t st = first && s->use_graph ? s->st_first : s->st;
 	for (int t0 = 0; t0 < frames; t0 += kMaxT) {
 		const int T = std::min(kMaxT, frames - t0);
 		const int bi = stage(s, slots, n, codes, frames, t0, T);
-		if (run_push(s, bi, T)) return -1;
-		CK(cudaStreamSynchronize(s->st));
+		if (run_push(s, bi, T, st)) return -1;
+		CK(cudaStreamSynchronize(st));
+		for (int b = 0; b < n; b++) s->fresh[slots[b]] = 0;
 		for (int b = 0; b < n; b++)
 			memcpy(out + ((size_t)b * frames + t0) * spf, s->h_out + (size_t)b * T * spf, sizeof(float) * spf * T);
 	}
@@ -1034,7 +1045,7 @@ int tbc_pool_bench(tbc_pool *s, int n, const int32_t *codes, int frames, int ite
 		// codes is [iters][n][frames][16]: push it's block, [n][frames][16].
 		const int bi = stage(s, slots.data(), n, codes + (size_t)it * n * frames * 16, frames, 0, frames);
 		CK(cudaEventRecord(s->ev0, s->st));
-		if (run_push(s, bi, frames)) return -1;
+		if (run_push(s, bi, frames, s->st)) return -1;
 		CK(cudaEventRecord(s->ev1, s->st));
 		CK(cudaEventSynchronize(s->ev1));
 		CK(cudaEventElapsedTime(&ms[it], s->ev0, s->ev1));

@@ -18,6 +18,7 @@
 #include "../include/talkbox_native.h"
 #include "kernel.cuh"
 #include "prefill_tc.cuh"
+#include "stream_priority.cuh"
 #include "textproj.cuh"
 #include "gemm_tiles.cuh"
 
@@ -51,7 +52,7 @@ cudaStream_t g_streams[64];
 int device_stream(int dev, cudaStream_t* out) {
   std::lock_guard<std::mutex> lk(g_stream_mu);
   if (dev < 0 || dev >= 64) return fail("device %d out of range", dev);
-  if (!g_streams[dev]) CK(cudaStreamCreateWithFlags(&g_streams[dev], cudaStreamNonBlocking));
+  if (!g_streams[dev]) CK(create_stream(&g_streams[dev], PRIO_LM));
   *out = g_streams[dev];
   return 0;
 }

@@ -17,6 +17,7 @@
 #include <initializer_list>
 
 #include "kernel.cuh"  // bf16 unpacking and warp_sum, shared with the decode kernel
+#include "stream_priority.cuh"
 
 namespace tbtp {
 
@@ -151,13 +152,9 @@ struct TextProj {
     if ((err = cudaMalloc(&x, (size_t)TP_CHUNK * th * 4)) != cudaSuccess) return err;
     if ((err = cudaMalloc(&hid, (size_t)TP_CHUNK * th * 4)) != cudaSuccess) return err;
     if ((err = cudaMalloc(&y, (size_t)TP_CHUNK * h * 4)) != cudaSuccess) return err;
-    // The highest priority: the projection is on the next utterance's
-    // time to first audio, and its few blocks then go ahead of queued work
-    // of other streams (the decode kernel, the codec) as SMs free up.
+    // Its few blocks go ahead of queued work of the LM and the codec.
     *what = "text projection stream";
-    int least = 0, greatest = 0;
-    if ((err = cudaDeviceGetStreamPriorityRange(&least, &greatest)) != cudaSuccess) return err;
-    if ((err = cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking, greatest)) != cudaSuccess) return err;
+    if ((err = create_stream(&stream, PRIO_TEXT_PROJECTION)) != cudaSuccess) return err;
     textH = th;
     H = h;
     return cudaSuccess;
