@@ -337,7 +337,8 @@ int tb_batch_add_many(tb_batch* b, const tb_batch_request* req, int k, int* slot
   // caches, in the work buffers (grown for long prompts). The products are
   // the step's (b->sk: gemm_staged on Hopper), whose 64-column tiles read the
   // rows' activations a quarter as often as pf::gemm's: 64 prompts of 40 rows
-  // 80 -> 48 ms (0.6B, H100).
+  // 80 -> 48 ms (0.6B, H100). From 256 rows gemm_run takes gemm_tiles instead
+  // (use_tiles).
   if (total > b->wrows) {
     b->drop_graphs();
     const int maxW = std::max(b->H, b->Hp);
