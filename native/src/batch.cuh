@@ -190,55 +190,52 @@ __global__ void __launch_bounds__(AT) rope_attend(const Slots s, const RowMap m,
   }
 }
 
-// The talker's input of each stream (one CTA a row): the 16 embeddings of
-// the codes fed back plus the text row of its frame (tts_pad past its text),
-// summed in the decode kernel's order.
-__global__ void __launch_bounds__(pf::PT) talker_input(const Slots s, const int32_t* rows, const WeightsD w, int H,
-                                                      float* x) {
-  dep_start();
-  const int slot = rows[blockIdx.x];
+// The talker's input row of one stream, x[0..H): the 16 embeddings of the
+// codes fed back (the last one, code G - 1, passed in: its sampler has just
+// drawn it) plus the text row of its frame (tts_pad past its text), summed in
+// the decode kernel's order. Every thread of the block takes every
+// blockDim.x-th element.
+__device__ __forceinline__ void talker_input_row(const Slots& s, int slot, int last, int H, float* x) {
   const Params& a = s.prm[slot];
+  const WeightsD& w = a.w;
   const int32_t* c = s.codes + slot * MAXG;
   const int f = __ldcg(s.frame + slot);
   const float* text = f < a.arg.ntrail ? a.arg.trail + (size_t)f * H : a.buf.pad;
-  for (int i = threadIdx.x; i < H; i += pf::PT) {
+  for (int i = threadIdx.x; i < H; i += blockDim.x) {
     float v = bf(w.codec_emb[(size_t)__ldcg(c) * H + i]);
-    for (int k = 1; k < w.G; k++) v += bf(w.cp_embs[((size_t)(k - 1) * w.Vp + __ldcg(c + k)) * H + i]);
-    x[(size_t)blockIdx.x * H + i] = v + text[i];
+    for (int k = 1; k < w.G; k++) {
+      const int code = k == w.G - 1 ? last : __ldcg(c + k);
+      v += bf(w.cp_embs[((size_t)(k - 1) * w.Vp + code) * H + i]);
+    }
+    x[i] = v + text[i];
   }
 }
 
-// The code predictor's raw input rows of step j (one CTA a stream): step 1
-// takes two, the talker's hidden state and the embedding of group 0 (here a
-// frame starts: the group 0 fed back enters the history, a teacher replaces
-// it, the no-candidate flag clears); step j > 1 takes the embedding of code
-// j - 1.
+// The code predictor's raw input rows of its first step (one CTA a stream):
+// the talker's hidden state and the embedding of group 0. Here a frame
+// starts: the group 0 fed back enters the history, a teacher replaces it, the
+// no-candidate flag clears. The later steps' rows come from the sampler
+// (sample, SAMPLE_PREDICTOR), which has the code they embed.
 __global__ void __launch_bounds__(pf::PT) predictor_input(const Slots s, const int32_t* rows, const WeightsD w, int H,
-                                                          int j, float* x) {
+                                                          float* x) {
   dep_start();
   const int slot = rows[blockIdx.x];
   int32_t* c = s.codes + slot * MAXG;
-  if (j == 1) {
-    const int32_t* t = s.teach + slot * (1 + MAXG);
-    int g0 = __ldcg(c);
-    if (__ldcg(t)) g0 = __ldcg(t + 1);
-    __syncthreads();  // every thread read c[0] before thread 0 replaces it
-    if (threadIdx.x == 0) {
-      c[0] = g0;
-      if (g0 >= 0 && g0 < w.V) s.prm[slot].buf.hist[g0 >> 5] |= 1u << (g0 & 31);
-      s.out[slot * OUTW + 17] = 0;
-    }
-    const float* hid = s.hidden + (size_t)slot * H;
-    float* x0 = x + (size_t)(2 * blockIdx.x) * H;
-    for (int i = threadIdx.x; i < H; i += pf::PT) {
-      x0[i] = __ldcg(hid + i);
-      x0[H + i] = bf(w.codec_emb[(size_t)g0 * H + i]);
-    }
-    return;
+  const int32_t* t = s.teach + slot * (1 + MAXG);
+  int g0 = __ldcg(c);
+  if (__ldcg(t)) g0 = __ldcg(t + 1);
+  __syncthreads();  // every thread read c[0] before thread 0 replaces it
+  if (threadIdx.x == 0) {
+    c[0] = g0;
+    if (g0 >= 0 && g0 < w.V) s.prm[slot].buf.hist[g0 >> 5] |= 1u << (g0 & 31);
+    s.out[slot * OUTW + 17] = 0;
   }
-  const int code = __ldcg(c + j - 1);
-  const uint16_t* e = w.cp_embs + ((size_t)(j - 2) * w.Vp + code) * H;
-  for (int i = threadIdx.x; i < H; i += pf::PT) x[(size_t)blockIdx.x * H + i] = bf(e[i]);
+  const float* hid = s.hidden + (size_t)slot * H;
+  float* x0 = x + (size_t)(2 * blockIdx.x) * H;
+  for (int i = threadIdx.x; i < H; i += pf::PT) {
+    x0[i] = __ldcg(hid + i);
+    x0[H + i] = bf(w.codec_emb[(size_t)g0 * H + i]);
+  }
 }
 
 // y[r][i] += b[i] (the 1.7B's small_to_mtp_projection bias).
@@ -258,11 +255,14 @@ enum SampleKind { SAMPLE_PREDICTOR = 0, SAMPLE_TALKER = 1, SAMPLE_PREFILL = 2 };
 
 // One CTA a stream draws from its logits row (ld floats apart) with the
 // stream's sampler (sample_block, the decode kernel's sampler):
-// SAMPLE_PREDICTOR: code j of the frame; SAMPLE_TALKER: group 0 of the next
-// frame, the frame's codes published to out and the stream moved one
-// position on; SAMPLE_PREFILL: group 0 of frame 0.
+// SAMPLE_PREDICTOR: code j of the frame, and the stream's next input row into
+// row blockIdx.x of next (H floats a row): the embedding of code j for
+// predictor step j + 1, or after the last group the talker's input
+// (talker_input_row), so no launch of its own a step makes them;
+// SAMPLE_TALKER: group 0 of the next frame, the frame's codes published to out
+// and the stream moved one position on; SAMPLE_PREFILL: group 0 of frame 0.
 __global__ void __launch_bounds__(NT, 1) sample(const Slots s, const int32_t* rows, const float* logits, size_t ld,
-                                                int V, int kind, int j) {
+                                                int V, int kind, int j, int H, float* next) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   dep_start();
   float* red = reinterpret_cast<float*>(smem_raw);
@@ -276,15 +276,24 @@ __global__ void __launch_bounds__(NT, 1) sample(const Slots s, const int32_t* ro
   int32_t* out = s.out + slot * OUTW;
   const int32_t* t = s.teach + slot * (1 + MAXG);
   const int f = __ldcg(s.frame + slot);
-  int id;
+  int id;  // the same in every thread (sample_block)
   if (kind == SAMPLE_PREDICTOR) id = sample_block<false>(a, lg, V, a.arg.sp, f, j, region, sf, sint);
   else id = sample_block<true>(a, lg, V, a.arg.st, kind == SAMPLE_PREFILL ? 0 : f + 1, 0, region, sf, sint);
-  if (threadIdx.x != 0) return;
   if (kind == SAMPLE_PREDICTOR) {
-    c[j] = __ldcg(t) ? __ldcg(t + 1 + j) : (id < 0 ? 0 : id);
+    const int code = __ldcg(t) ? __ldcg(t + 1 + j) : (id < 0 ? 0 : id);
+    float* x = next + (size_t)blockIdx.x * H;
+    if (j + 1 < a.w.G) {
+      const uint16_t* e = a.w.cp_embs + ((size_t)(j - 1) * a.w.Vp + code) * H;
+      for (int i = threadIdx.x; i < H; i += NT) x[i] = bf(e[i]);
+    } else {
+      talker_input_row(s, slot, code, H, x);
+    }
+    if (threadIdx.x != 0) return;
+    c[j] = code;
     if (id < 0) out[17] = 1;
     return;
   }
+  if (threadIdx.x != 0) return;
   if (kind == SAMPLE_TALKER) {
     // The codes emitted are the ones fed back (a teacher's too), as in the decode kernel.
     for (int k = 0; k < a.w.G; k++) out[k] = __ldcg(c + k);

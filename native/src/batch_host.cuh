@@ -81,9 +81,10 @@ bool batch_fits(const StackD& S) { return S.H % 8 == 0 && S.I % 8 == 0 && 2 * (S
 // The sampler kernel's dynamic shared memory for vocabulary V.
 size_t batch_sample_smem(int V) { return SM_XS + sample_region_bytes(V); }
 
+// next: SAMPLE_PREDICTOR's rows for the next step (bt::sample).
 void batch_sample(tb_batch* b, cudaStream_t st, const int32_t* rows, int n, const float* logits, size_t ld, int V,
-                  int kind, int j, bool dependent = false) {
-  launch_ex(dependent, 1, bt::sample, n, NT, batch_sample_smem(V), st, b->s, rows, logits, ld, V, kind, j);
+                  int kind, int j, bool dependent = false, float* next = nullptr) {
+  launch_ex(dependent, 1, bt::sample, n, NT, batch_sample_smem(V), st, b->s, rows, logits, ld, V, kind, j, b->H, next);
 }
 
 // One stack (talker or predictor) over the rows of m (its final norm is the
@@ -109,11 +110,11 @@ int batch_frame(tb_batch* b, cudaStream_t st, int n) {
   const StackD& C = w.cp;
   const int H = b->H, Hp = b->Hp;
   const bool dep = b->sk.dependent;
+  // Raw inputs, projected to the predictor's width when it differs (1.7B).
+  float* raw = w.proj_w ? b->xin : b->x;
+  launch_ex(dep, 1, bt::predictor_input, n, pf::PT, 0, st, b->s, b->d_rows, w, H, raw);
   for (int j = 1; j < b->G; j++) {
     const int rows = j == 1 ? 2 * n : n;
-    // Raw inputs, projected to the predictor's width when it differs (1.7B).
-    float* raw = w.proj_w ? b->xin : b->x;
-    launch_ex(dep, 1, bt::predictor_input, n, pf::PT, 0, st, b->s, b->d_rows, w, H, j, raw);
     if (w.proj_w) {
       gemm_run<pf::EPI_STORE>(st, {w.proj_w, nullptr, Hp, H, b->xin, H, rows, b->x, Hp}, &b->sk);
       launch_ex(dep, 1, bt::add_bias, std::min(rows * Hp / pf::PT + 1, 1024), pf::PT, 0, st, b->x, rows, Hp, w.proj_b);
@@ -126,10 +127,10 @@ int batch_frame(tb_batch* b, cudaStream_t st, int n) {
                                   {w.cp_heads + (size_t)(j - 1) * b->Vp * Hp, nullptr, b->Vp, Hp, last, ld, n,
                                    b->plog + (size_t)(j - 1) * b->Vp, (b->G - 1) * b->Vp, C.final_norm, C.eps},
                                   &b->sk);
+    // The sampler writes the next step's raw rows, after the last group the talker's input.
     batch_sample(b, st, b->d_rows, n, b->plog + (size_t)(j - 1) * b->Vp, (size_t)(b->G - 1) * b->Vp, b->Vp,
-                 bt::SAMPLE_PREDICTOR, j, dep);
+                 bt::SAMPLE_PREDICTOR, j, dep, j + 1 < b->G ? raw : b->x);
   }
-  launch_ex(dep, 1, bt::talker_input, n, pf::PT, 0, st, b->s, b->d_rows, w, H, b->x);
   batch_stack(b, st, T, e->tk_layers, bt::RowMap{b->d_rows, n, 1, 0});
   launch_ex(dep, 1, pf::rms_rows, n, pf::PT, 0, st, b->x, H, H, T.final_norm, T.eps, b->hn, H);
   launch_ex(dep, 1, bt::scatter_rows, n, pf::PT, 0, st, b->hn, H, b->d_rows, b->s.hidden);
@@ -472,9 +473,9 @@ int tb_batch_step(tb_batch* b, const int32_t* slots, int n, const int32_t* teach
   CK(cudaMemcpyAsync(b->s.teach, b->h_teach, (size_t)b->cap * (1 + MAXG) * 4, cudaMemcpyHostToDevice, st));
   if (batch_graph(b, n)) return -1;
   CK(cudaGraphLaunch(b->graphs[n], st));
-  for (int r = 0; r < n; r++)
-    CK(cudaMemcpyAsync(b->h_out + slots[r] * bt::OUTW, b->s.out + slots[r] * bt::OUTW, bt::OUTW * 4,
-                       cudaMemcpyDeviceToHost, st));
+  // Every slot's output in one copy (a few KB): n copies of 72 bytes cost a
+  // copy's latency each.
+  CK(cudaMemcpyAsync(b->h_out, b->s.out, (size_t)b->cap * bt::OUTW * 4, cudaMemcpyDeviceToHost, st));
   CK(cudaEventRecord(b->done, st));
   CK(cudaEventSynchronize(b->done));
   for (int r = 0; r < n; r++) {
