@@ -74,6 +74,10 @@ struct DevBlock {
 
 struct tbc_model {
 	int device = 0, sms = 1;
+	// Dynamic shared memory that leaves room for one CTA an SM of
+	// k_gemm_tc<64, 64, true> and <128, 32, true> (tbc_pool::one_cta_per_sm);
+	// 0 where the device does not allow it.
+	size_t tc_pad[2] = {0, 0};
 	bool cuda_graphs = true; // tbc_params.cuda_graphs, for its streams
 	tbc_weights cfg; // shapes only: the host pointers are not kept
 	int spf = 0, qkvw = 0;
@@ -106,6 +110,8 @@ struct Ext {
 // Powers of two and 1.5 times them waste at most a third.
 constexpr int kBuckets[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192};
 constexpr int kMaxSlots = 256;
+// The widest launch whose tensor-core products run one CTA an SM (tbc_pool::one_cta_per_sm).
+constexpr int kOneCtaMaxStreams = 16;
 
 } // namespace
 
@@ -126,6 +132,17 @@ struct tbc_pool {
 	// tensor-core products take one TF32 pass (k_gemm_tc); a stream alone
 	// keeps float32-accurate products.
 	bool one_pass = false;
+	// one_cta_per_sm: the launch being issued decodes 2..kOneCtaMaxStreams
+	// streams, and its tensor-core products ask for enough shared memory
+	// (tbc_model::tc_pad) that an SM holds one of their CTAs, not three. The
+	// batched LM step runs beside these launches, and each of its ~550 short
+	// kernels waits for SMs that the codec's CTAs (tens of us each) hold; with
+	// one codec CTA an SM, an LM CTA always fits beside it (H100, 16 streams at
+	// once end to end: RTF 0.0732-0.0738 -> 0.0709-0.0713, 1.7B 0.0863 ->
+	// 0.0823, though the 16-stream launch alone takes 2.48 -> 2.95 ms). Wider
+	// launches are the larger share of a frame and need the throughput: 32
+	// streams 0.1019 -> 0.1431, 64: 0.162 -> 0.199 with it.
+	bool one_cta_per_sm = false;
 	// dependent: the launch being issued decodes one stream, and its kernels
 	// start while the one before them ends (dep_launch.cuh). H100, one
 	// launch of B streams' frames: B = 1 1.06 -> 1.00 ms, but 16 streams
@@ -477,7 +494,8 @@ int gemm(tbc_pool *s, AOp a, const float *W, int M, int N, int K, const Epi &e) 
 	    : narrow ? (s->one_pass ? k_gemm_tc<128, 32, true> : k_gemm_tc<128, 32, false>)
 	    : tc     ? (s->one_pass ? k_gemm_tc<64, 64, true> : k_gemm_tc<64, 64, false>)
 	             : k_gemm<64, 32, false>;
-	LAUNCH(tiled, grid, 256, 0, a, W, M, N, K, kChunk, e, s->ws);
+	const size_t pad = tc && s->one_cta_per_sm ? s->m->tc_pad[narrow] : 0;
+	LAUNCH(tiled, grid, 256, pad, a, W, M, N, K, kChunk, e, s->ws);
 	if (S > 1) {
 		int blocks = (int)std::min<size_t>(((size_t)M * N + 255) / 256, 4096);
 		LAUNCH(k_splitk_epi, blocks, 256, 0, s->ws, S, M, N, e);
@@ -525,6 +543,7 @@ int forward(tbc_pool *s, int B, int T) {
 	const Push p{B, T, s->d_in + slots_at(B, T), s->nslots == 1};
 	const int BT = B * T;
 	s->one_pass = B > 1;
+	s->one_cta_per_sm = B > 1 && B <= kOneCtaMaxStreams;
 	s->dependent = B == 1;
 	if (!s->dry)
 		CK(cudaMemcpyAsync(s->d_in, s->h_in, sizeof(int32_t) * (slots_at(B, T) + B), cudaMemcpyHostToDevice, s->st));
@@ -703,6 +722,29 @@ int alloc_ext(tbc_pool *s, Ext &x, int C, int H, int R0) {
 	if (dev_alloc(s->allocs, &x.p, (size_t)s->nslots * x.slotRows() * C)) return -1;
 	s->exts.push_back(&x);
 	return 0;
+}
+
+// one_cta_pad is the dynamic shared memory that makes kernel k's CTAs (its
+// static shared memory plus the per-CTA reservation) take over half of an
+// SM's shared memory, opted in for k; 0 where that is more than a CTA may
+// have or the attributes are unknown (the launches then run as before).
+template <class K> size_t one_cta_pad(int device, K *k) {
+	int per_sm = 0, reserved = 0, optin = 0;
+	cudaFuncAttributes fa;
+	if (cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device) != cudaSuccess ||
+	    cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, device) != cudaSuccess ||
+	    cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess ||
+	    cudaFuncGetAttributes(&fa, k) != cudaSuccess) {
+		cudaGetLastError();
+		return 0;
+	}
+	const long pad = (long)per_sm / 2 - reserved - (long)fa.sharedSizeBytes + 16;
+	if (pad <= 0 || pad + (long)fa.sharedSizeBytes > optin ||
+	    cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pad) != cudaSuccess) {
+		cudaGetLastError();
+		return 0;
+	}
+	return (size_t)pad;
 }
 
 int build_pool(tbc_pool *s) {
@@ -944,6 +986,8 @@ tbc_model *tbc_create(const tbc_weights *w, const tbc_params *params) {
 	m->device = device;
 	m->cuda_graphs = prm.cuda_graphs != 0;
 	if (cudaDeviceGetAttribute(&m->sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) m->sms = 1;
+	m->tc_pad[0] = one_cta_pad(device, k_gemm_tc<64, 64, true>);
+	m->tc_pad[1] = one_cta_pad(device, k_gemm_tc<128, 32, true>);
 	if (build_model(m, w)) {
 		tbc_destroy(m);
 		return nullptr;
