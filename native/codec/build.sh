@@ -6,7 +6,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 out="${TBC_OUT:-$here/../build}"
 # shellcheck source=../nvcc-targets.sh
-source "$here/../nvcc-targets.sh" native-codec
+source "$here/../nvcc-targets.sh" native-codec 90a
 mkdir -p "$out"
 "$NVCC" -O3 -std=c++17 --threads 0 -shared -Xcompiler -fPIC -Xptxas -v "${gencode[@]}" \
   -o "$out/libtalkbox_codec.so" "$here/codec.cu" -lcudart_static -ldl -lrt -lpthread \

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels.cuh"
+#include "wgmma.cuh"
 #include "../src/stream_priority.cuh"
 #include "../include/talkbox_codec.h"
 
@@ -78,6 +79,10 @@ struct tbc_model {
 	// k_gemm_tc<64, 64, true> and <128, 32, true> (tbc_pool::one_cta_per_sm);
 	// 0 where the device does not allow it.
 	size_t tc_pad[2] = {0, 0};
+	// wg_bytes: k_gemm_wg<96, 1> and <128, 1>'s dynamic shared memory, alone and
+	// one CTA an SM; 0 where this build or device has no wgmma (the
+	// products of several streams then run on k_gemm_tc).
+	size_t wg_bytes[2][2] = {{0, 0}, {0, 0}};
 	bool cuda_graphs = true; // tbc_params.cuda_graphs, for its streams
 	tbc_weights cfg; // shapes only: the host pointers are not kept
 	int spf = 0, qkvw = 0;
@@ -458,47 +463,84 @@ int skinny(tbc_pool *s, int mode, AOp a, const float *nw, double eps, const floa
 	return 0;
 }
 
+// TilePlan is how a product of M > SK_MAXM rows runs: its tiled kernel,
+// grid (gridDim.z K slices of kChunk, summed by k_splitk_epi when S > 1)
+// and dynamic shared memory.
+struct TilePlan {
+	void (*kernel)(AOp, const float *, int, int, int, int, Epi, float *);
+	dim3 grid;
+	int kChunk, S;
+	size_t smem;
+};
+
+// wg_choice says whether k_gemm_wg takes a product of a launch of several
+// streams (one_pass), and with which tiles: -1 none, else 2·(BN 128) + (KT
+// 2). It takes the convolutions of several taps (K > cin), whose K is long
+// enough for its pipeline; the 1x1 convolutions and Linears, 3-24 K tiles
+// deep, stay on k_gemm_tc. H100, tools/gpu/micro/codec_wg.cu, 64 streams:
+// the vocoder's k7 convolutions 225-291 -> 157-223 us, decoder.0 108 -> 62,
+// its 1x1 convolutions 44-79 -> 49-145; one 32-deep K tile a stage, as two
+// were slower at 64 streams (b2's k7 157 -> 200 us).
+int wg_choice(const tbc_model *m, const AOp &a, int M, int N, int K) {
+	const int wgi = N % 128 == 0 ? 1 : N % 96 == 0 ? 0 : -1;
+	if (wgi < 0 || !m->wg_bytes[wgi][0] || a.cin % 4 || K % 4 || M <= 32 || K <= a.cin) return -1;
+	return wgi * 2;
+}
+
+// plan_tiled picks the tiled kernel for a product of M > SK_MAXM rows. wg:
+// wg_choice's answer, or -1 for the mma.sync kernels.
+TilePlan plan_tiled(const tbc_model *m, bool one_pass, bool one_cta, const AOp &a, int M, int N, int K, int wg) {
+	const bool v4 = a.cin % 4 == 0 && K % 4 == 0;
+	// Tensor-core tiles 128 x 32 when N is an odd multiple of 32 (64-wide
+	// tiles would compute a third more columns than there are).
+	const bool tc = v4 && M > 32, narrow = tc && N % 64 == 32;
+	const int wgi = wg >= 0 ? wg / 2 : -1, KT = wg >= 0 ? 1 + wg % 2 : 1;
+	const int BM = M <= 32 ? 32 : wg >= 0 ? WG_BM : narrow ? 128 : 64, BN = wg >= 0 ? (wgi ? 128 : 96) : narrow ? 32 : 64;
+	const int BK = 32 * KT;
+	const int tiles = ((M + BM - 1) / BM) * ((N + BN - 1) / BN);
+	const int nK = (K + BK - 1) / BK;
+	const int target = (wg >= 0 ? 2 : 4) * m->sms;
+	int S = 1;
+	if (tiles < m->sms) {
+		S = std::min((target + tiles - 1) / tiles, std::max(1, nK / 2));
+		S = std::min(S, 64);
+	}
+	const int per = (nK + S - 1) / S;
+	S = (nK + per - 1) / per;
+	TilePlan p{nullptr, dim3((N + BN - 1) / BN, (M + BM - 1) / BM, S), per * BK, S, 0};
+	if (wg >= 0) {
+		p.kernel = wgi ? (KT == 2 ? k_gemm_wg<128, 2> : k_gemm_wg<128, 1>) : (KT == 2 ? k_gemm_wg<96, 2> : k_gemm_wg<96, 1>);
+		p.smem = std::max(wg_smem(BN, KT), one_cta ? m->wg_bytes[wgi][1] : 0);
+		return p;
+	}
+	p.kernel = BM == 32 ? (v4 ? k_gemm<32, 32, true> : k_gemm<32, 32, false>)
+	           : narrow ? (one_pass ? k_gemm_tc<128, 32, true> : k_gemm_tc<128, 32, false>)
+	           : tc     ? (one_pass ? k_gemm_tc<64, 64, true> : k_gemm_tc<64, 64, false>)
+	                    : k_gemm<64, 32, false>;
+	p.smem = tc && one_cta ? m->tc_pad[narrow] : 0;
+	return p;
+}
+
 // gemm computes the M x N product of an implicit im2col A (K = taps*cin) and
 // weights W [N][K], with epilogue e. M <= SK_MAXM takes a warp-per-column
 // kernel; larger M the tiled one, split over K when the tiles alone would
 // leave most multiprocessors idle.
 int gemm(tbc_pool *s, AOp a, const float *W, int M, int N, int K, const Epi &e) {
 	if (M <= 0) return 0;
-	const bool v4 = a.cin % 4 == 0 && K % 4 == 0;
 	if (M <= SK_MAXM) return skinny(s, K == a.cin ? 1 : 0, a, nullptr, 0, W, M, N, K, e);
-	// Tensor-core tiles 128 x 32 when N is an odd multiple of 32 (64-wide
-	// tiles would compute a third more columns than there are).
-	const bool tc = v4 && M > 32, narrow = tc && N % 64 == 32;
-	const int BM = M <= 32 ? 32 : narrow ? 128 : 64, BN = narrow ? 32 : 64, BK = 32;
-	const int tiles = ((M + BM - 1) / BM) * ((N + BN - 1) / BN);
-	const int nK = (K + BK - 1) / BK;
-	const int target = 4 * s->m->sms;
-	int S = 1;
-	if (tiles < s->m->sms) {
-		S = std::min((target + tiles - 1) / tiles, std::max(1, nK / 2));
-		S = std::min(S, 64);
-	}
-	const int per = (nK + S - 1) / S;
-	S = (nK + per - 1) / per;
-	const int kChunk = per * BK;
-	dim3 grid((N + BN - 1) / BN, (M + BM - 1) / BM, S);
-	if (S > 1) {
-		s->ws_need = std::max(s->ws_need, (size_t)S * M * N);
-		if (!s->dry && (size_t)S * M * N > s->ws_floats) {
-			set_err("codec: split-K workspace too small (%zu > %zu floats)", (size_t)S * M * N, s->ws_floats);
+	const int wg = s->one_pass ? wg_choice(s->m, a, M, N, K) : -1;
+	const TilePlan p = plan_tiled(s->m, s->one_pass, s->one_cta_per_sm, a, M, N, K, wg);
+	if (p.S > 1) {
+		s->ws_need = std::max(s->ws_need, (size_t)p.S * M * N);
+		if (!s->dry && (size_t)p.S * M * N > s->ws_floats) {
+			set_err("codec: split-K workspace too small (%zu > %zu floats)", (size_t)p.S * M * N, s->ws_floats);
 			return -1;
 		}
 	}
-	void (*tiled)(AOp, const float *, int, int, int, int, Epi, float *) =
-	    BM == 32 ? (v4 ? k_gemm<32, 32, true> : k_gemm<32, 32, false>)
-	    : narrow ? (s->one_pass ? k_gemm_tc<128, 32, true> : k_gemm_tc<128, 32, false>)
-	    : tc     ? (s->one_pass ? k_gemm_tc<64, 64, true> : k_gemm_tc<64, 64, false>)
-	             : k_gemm<64, 32, false>;
-	const size_t pad = tc && s->one_cta_per_sm ? s->m->tc_pad[narrow] : 0;
-	LAUNCH(tiled, grid, 256, pad, a, W, M, N, K, kChunk, e, s->ws);
-	if (S > 1) {
+	LAUNCH(p.kernel, p.grid, 256, p.smem, a, W, M, N, K, p.kChunk, e, s->ws);
+	if (p.S > 1) {
 		int blocks = (int)std::min<size_t>(((size_t)M * N + 255) / 256, 4096);
-		LAUNCH(k_splitk_epi, blocks, 256, 0, s->ws, S, M, N, e);
+		LAUNCH(k_splitk_epi, blocks, 256, 0, s->ws, p.S, M, N, e);
 	}
 	return 0;
 }
@@ -691,6 +733,8 @@ int preload() {
 	CK(cudaFuncGetAttributes(&fa, k_gemm_tc<64, 64, true>));
 	CK(cudaFuncGetAttributes(&fa, k_gemm_tc<128, 32, true>));
 	CK(cudaFuncGetAttributes(&fa, k_gemm<64, 32, false>));
+	CK(cudaFuncGetAttributes(&fa, k_gemm_wg<96, 1>));
+	CK(cudaFuncGetAttributes(&fa, k_gemm_wg<128, 1>));
 	CK(cudaFuncGetAttributes(&fa, k_skinny2<0, true, false>));
 	CK(cudaFuncGetAttributes(&fa, k_skinny2<0, true, true>));
 	CK(cudaFuncGetAttributes(&fa, k_skinny2<0, false, false>));
@@ -728,6 +772,43 @@ int alloc_ext(tbc_pool *s, Ext &x, int C, int H, int R0) {
 // static shared memory plus the per-CTA reservation) take over half of an
 // SM's shared memory, opted in for k; 0 where that is more than a CTA may
 // have or the attributes are unknown (the launches then run as before).
+// wgmma_smem sets m->wg_bytes[i] where this build's kernels carry wgmma (an
+// sm_90a image: k_wgmma_probe) and the device gives k_gemm_wg<BN, 1 and 2>
+// their shared memory: the one-stage-deep kernel's alone, and at least half
+// an SM's (one CTA an SM, tbc_pool::one_cta_per_sm).
+template <class K1, class K2> void wgmma_smem(tbc_model *m, int i, int BN, K1 *k1, K2 *k2) {
+	int per_sm = 0, reserved = 0, optin = 0;
+	if (cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, m->device) != cudaSuccess ||
+	    cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, m->device) != cudaSuccess ||
+	    cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, m->device) != cudaSuccess) {
+		cudaGetLastError();
+		return;
+	}
+	const size_t alone = wg_smem(BN, 1), one = std::max(alone, (size_t)(per_sm / 2 - reserved + 16));
+	const size_t most = std::max(one, wg_smem(BN, 2));
+	if (most > (size_t)optin || cudaFuncSetAttribute(k1, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)most) != cudaSuccess ||
+	    cudaFuncSetAttribute(k2, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)most) != cudaSuccess) {
+		cudaGetLastError();
+		return;
+	}
+	m->wg_bytes[i][0] = alone;
+	m->wg_bytes[i][1] = one;
+}
+
+bool has_wgmma(int device) {
+	int major = 0, *d = nullptr, v = 0;
+	if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess || major != 9 ||
+	    cudaMalloc(&d, sizeof(int)) != cudaSuccess) {
+		cudaGetLastError();
+		return false;
+	}
+	k_wgmma_probe<<<1, 1>>>(d);
+	const bool ok = cudaMemcpy(&v, d, sizeof(int), cudaMemcpyDeviceToHost) == cudaSuccess && v == 1;
+	cudaFree(d);
+	cudaGetLastError();
+	return ok;
+}
+
 template <class K> size_t one_cta_pad(int device, K *k) {
 	int per_sm = 0, reserved = 0, optin = 0;
 	cudaFuncAttributes fa;
@@ -988,6 +1069,10 @@ tbc_model *tbc_create(const tbc_weights *w, const tbc_params *params) {
 	if (cudaDeviceGetAttribute(&m->sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) m->sms = 1;
 	m->tc_pad[0] = one_cta_pad(device, k_gemm_tc<64, 64, true>);
 	m->tc_pad[1] = one_cta_pad(device, k_gemm_tc<128, 32, true>);
+	if (has_wgmma(device)) {
+		wgmma_smem(m, 0, 96, k_gemm_wg<96, 1>, k_gemm_wg<96, 2>);
+		wgmma_smem(m, 1, 128, k_gemm_wg<128, 1>, k_gemm_wg<128, 2>);
+	}
 	if (build_model(m, w)) {
 		tbc_destroy(m);
 		return nullptr;
