@@ -570,6 +570,24 @@ __global__ void __launch_bounds__(256) k_gemm(AOp a, const float *__restrict__ W
 // epilogue as in k_gemm.
 constexpr int TC_BK = 32, TC_LD = TC_BK + 4;
 
+// tile_rows finds where the rows that a thread of 256 copies of a tile
+// start: A's rows m0 + (tid + l·256) / 8 and W's rows n0 + (tid + l·256) / 8,
+// null past M or N (their copies are zeros).
+template <int LA, int LB>
+__device__ __forceinline__ void tile_rows(const AOp &a, const float *W, int M, int N, int K, int m0, int n0,
+                                          const float *(&arow)[LA], const float *(&brow)[LB]) {
+#pragma unroll
+	for (int l = 0; l < LA; l++) {
+		const int r = (threadIdx.x + l * 256) >> 3;
+		arow[l] = m0 + r < M ? a.x + phys(a.rows, m0 + r, a.cin) : nullptr;
+	}
+#pragma unroll
+	for (int l = 0; l < LB; l++) {
+		const int r = (threadIdx.x + l * 256) >> 3;
+		brow[l] = n0 + r < N ? W + (size_t)(n0 + r) * K : nullptr;
+	}
+}
+
 template <int BM, int BN, bool ONE_PASS>
 __global__ void __launch_bounds__(256) k_gemm_tc(AOp a, const float *__restrict__ W, int M, int N, int K,
                                                  int kChunk, Epi e, float *__restrict__ ws) {
@@ -584,16 +602,7 @@ __global__ void __launch_bounds__(256) k_gemm_tc(AOp a, const float *__restrict_
 	// Copy l of a thread covers row (tid + l·256) / 8, k offset
 	// ((tid + l·256) % 8)·4; a row past M or N copies zeros.
 	const float *arow[LA], *brow[LB];
-#pragma unroll
-	for (int l = 0; l < LA; l++) {
-		const int r = (tid + l * 256) >> 3;
-		arow[l] = m0 + r < M ? a.x + phys(a.rows, m0 + r, a.cin) : nullptr;
-	}
-#pragma unroll
-	for (int l = 0; l < LB; l++) {
-		const int r = (tid + l * 256) >> 3;
-		brow[l] = n0 + r < N ? W + (size_t)(n0 + r) * K : nullptr;
-	}
+	tile_rows(a, W, M, N, K, m0, n0, arow, brow);
 	// Every copy of a thread is at k offset kq of the tile; A's im2col offset
 	// of k0 + kq (tap, channel) advances with the tiles rather than being
 	// divided out of k for each copy.

@@ -63,6 +63,18 @@ __device__ __forceinline__ uint64_t wg_desc(const void *smem) {
 __device__ __forceinline__ void wg_keep(uint32_t &r) { asm volatile("" : "+r"(r)::"memory"); }
 __device__ __forceinline__ void wg_keep(float &r) { asm volatile("" : "+f"(r)::"memory"); }
 
+// wg_wait waits for the warpgroup's products in flight, which read the A
+// fragments fa and write the accumulators acc.
+template <int NA, int KS> __device__ __forceinline__ void wg_wait(float (&acc)[NA], uint32_t (&fa)[KS][4]) {
+	asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+#pragma unroll
+	for (int i = 0; i < NA; i++) wg_keep(acc[i]);
+#pragma unroll
+	for (int kk = 0; kk < KS; kk++)
+#pragma unroll
+		for (int i = 0; i < 4; i++) wg_keep(fa[kk][i]);
+}
+
 template <int BN, int KT>
 __global__ void __launch_bounds__(256) k_gemm_wg(AOp a, const float *__restrict__ W, int M, int N, int K,
                                                  int kChunk, Epi e, float *__restrict__ ws) {
@@ -83,16 +95,11 @@ __global__ void __launch_bounds__(256) k_gemm_wg(AOp a, const float *__restrict_
 	// 32 of K, as in k_gemm_tc; W's copy lands in its row's swizzled chunk.
 	const int kq = (tid & 7) * 4;
 	const float *arow[LA], *brow[LB];
+	tile_rows(a, W, M, N, K, m0, n0, arow, brow);
 	uint32_t boff[LB];
-#pragma unroll
-	for (int l = 0; l < LA; l++) {
-		const int r = (tid + l * 256) >> 3;
-		arow[l] = m0 + r < M ? a.x + phys(a.rows, m0 + r, a.cin) : nullptr;
-	}
 #pragma unroll
 	for (int l = 0; l < LB; l++) {
 		const int r = (tid + l * 256) >> 3;
-		brow[l] = n0 + r < N ? W + (size_t)(n0 + r) * K : nullptr;
 		boff[l] = r * 128 + (((tid & 7) ^ (r & 7)) << 4);
 	}
 	const int tapStride = a.dil * a.cin;
@@ -149,13 +156,7 @@ __global__ void __launch_bounds__(256) k_gemm_wg(AOp a, const float *__restrict_
 		asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 		// The previous stage's products ran while this one was rounded; they
 		// end before its fragments' registers and its buffer are reused.
-		asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-#pragma unroll
-		for (int i = 0; i < NA; i++) wg_keep(acc[i]);
-#pragma unroll
-		for (int kk = 0; kk < KS; kk++)
-#pragma unroll
-			for (int i = 0; i < 4; i++) wg_keep(fa[kk][i]);
+		wg_wait(acc, fa);
 		__syncthreads(); // stage t is in; every warp is done with stage t - 1's buffer
 		load();          // stage t + WG_STAGES - 1, into that buffer
 #pragma unroll
@@ -171,13 +172,7 @@ __global__ void __launch_bounds__(256) k_gemm_wg(AOp a, const float *__restrict_
 			wgmma_tf32<BN>(acc, fa[kk], wg_desc(Bs + st * BST + (kk / 4) * BN * 128 + (kk % 4) * 32));
 		asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
 	}
-	asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-#pragma unroll
-	for (int i = 0; i < NA; i++) wg_keep(acc[i]);
-#pragma unroll
-	for (int kk = 0; kk < KS; kk++)
-#pragma unroll
-		for (int i = 0; i < 4; i++) wg_keep(fa[kk][i]);
+	wg_wait(acc, fa);
 	asm volatile("cp.async.wait_group 0;");
 	// acc[4j + 2h + c] is row wr + g + 8h, column 8j + 2q + c.
 #pragma unroll

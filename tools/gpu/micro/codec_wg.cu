@@ -7,34 +7,11 @@
 // part of the build:
 //   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -o /tmp/codec_wg tools/gpu/micro/codec_wg.cu && /tmp/codec_wg
 #include "../../../native/codec/codec.cu"
+#include "timing.cuh"
 
 #include <cmath>
 
 using namespace tbc;
-
-namespace {
-
-template <class F>
-float median_us(F f) {
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  for (int i = 0; i < 3; i++) f();
-  std::vector<float> t;
-  for (int i = 0; i < 20; i++) {
-    cudaEventRecord(a);
-    f();
-    cudaEventRecord(b);
-    cudaEventSynchronize(b);
-    float ms = 0.f;
-    cudaEventElapsedTime(&ms, a, b);
-    t.push_back(ms * 1000.f);
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
-}  // namespace
 
 int main() {
   tbc_model m;

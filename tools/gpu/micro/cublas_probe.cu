@@ -7,6 +7,7 @@
 // median of 20 after 3 warm-ups. Not part of the build:
 //   nvcc -std=c++17 -O3 -arch=sm_90 -o /tmp/cublas_probe tools/gpu/micro/cublas_probe.cu -lcublas && /tmp/cublas_probe
 #include "../../../native/src/engine.cu"
+#include "timing.cuh"
 
 #include <cublas_v2.h>
 
@@ -16,32 +17,6 @@
 #include <vector>
 
 namespace {
-
-template <class F>
-float median_us(F f) {
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  for (int i = 0; i < 3; i++) f();
-  std::vector<float> t;
-  for (int i = 0; i < 20; i++) {
-    cudaEventRecord(a);
-    f();
-    cudaEventRecord(b);
-    cudaEventSynchronize(b);
-    float ms = 0.f;
-    cudaEventElapsedTime(&ms, a, b);
-    t.push_back(ms * 1000.f);
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
-uint16_t to_bf16(float v) {
-  uint32_t u;
-  memcpy(&u, &v, 4);
-  return (uint16_t)(u >> 16);
-}
 
 // C[M][N] = A[M][K] W[N][K]^T, row-major, in cuBLAS's column-major terms.
 cublasStatus_t gemm_bf16(cublasHandle_t h, const uint16_t* W, const uint16_t* A, float* C, int M, int N, int K) {
@@ -74,10 +49,7 @@ __global__ void im2col(const float* x, float* out, int S, int T, int C, int taps
 
 int main() {
   cudaDeviceProp p;
-  if (cudaGetDeviceProperties(&p, 0) != cudaSuccess || p.major < 9) {
-    printf("needs a Hopper GPU\n");
-    return 1;
-  }
+  if (!hopper(p)) return 1;
   printf("%s, %d SMs\n", p.name, p.multiProcessorCount);
   cublasHandle_t h;
   if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) {
@@ -87,25 +59,11 @@ int main() {
   // The step's products.
   {
     const int MM = 128, KM = 3072, NM = 6144;
-    float *A, *C1;
-    uint16_t *W, *W2, *nw, *Ab;
-    cudaMalloc(&A, (size_t)MM * KM * 4);
-    cudaMalloc(&Ab, (size_t)MM * KM * 2);
+    float* A = dev_floats((size_t)MM * KM);
+    uint16_t* Ab = dev_bf16((size_t)MM * KM, 0);  // any values: only times are compared
+    uint16_t *W = dev_bf16((size_t)NM * KM, 0), *W2 = dev_bf16((size_t)NM * KM, 7), *nw = dev_bf16(KM, 100);
+    float* C1 = nullptr;
     cudaMalloc(&C1, (size_t)MM * NM * 4);
-    cudaMalloc(&W, (size_t)NM * KM * 2);
-    cudaMalloc(&W2, (size_t)NM * KM * 2);
-    cudaMalloc(&nw, KM * 2);
-    std::vector<float> ha((size_t)MM * KM);
-    for (size_t i = 0; i < ha.size(); i++) ha[i] = sinf(i * 0.37f) * 0.8f;
-    cudaMemcpy(A, ha.data(), ha.size() * 4, cudaMemcpyHostToDevice);
-    std::vector<uint16_t> hb(ha.size());
-    for (size_t i = 0; i < hb.size(); i++) hb[i] = to_bf16(ha[i]);
-    cudaMemcpy(Ab, hb.data(), hb.size() * 2, cudaMemcpyHostToDevice);
-    std::vector<uint16_t> hw((size_t)NM * KM + 128);
-    for (size_t i = 0; i < hw.size(); i++) hw[i] = to_bf16(cosf(i * 0.011f) * 0.05f);
-    cudaMemcpy(W, hw.data(), (size_t)NM * KM * 2, cudaMemcpyHostToDevice);
-    cudaMemcpy(W2, hw.data() + 7, (size_t)NM * KM * 2, cudaMemcpyHostToDevice);
-    cudaMemcpy(nw, hw.data() + 100, KM * 2, cudaMemcpyHostToDevice);
     SplitK sk{};
     sk.sms = p.multiProcessorCount;
     sk.clusters = true;

@@ -6,6 +6,7 @@
 // so both run through the engine's own launch code. Not part of the build:
 //   nvcc -std=c++17 -O3 -arch=sm_90 -o /tmp/prefill_gemm tools/gpu/micro/prefill_gemm.cu && /tmp/prefill_gemm
 #include "../../../native/src/engine.cu"
+#include "timing.cuh"
 
 #include <algorithm>
 #include <cmath>
@@ -13,32 +14,6 @@
 #include <vector>
 
 namespace {
-
-template <class F>
-float median_us(F f) {
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  for (int i = 0; i < 3; i++) f();
-  std::vector<float> t;
-  for (int i = 0; i < 20; i++) {
-    cudaEventRecord(a);
-    f();
-    cudaEventRecord(b);
-    cudaEventSynchronize(b);
-    float ms = 0.f;
-    cudaEventElapsedTime(&ms, a, b);
-    t.push_back(ms * 1000.f);
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
-uint16_t to_bf16(float v) {
-  uint32_t u;
-  memcpy(&u, &v, 4);
-  return (uint16_t)(u >> 16);
-}
 
 struct Shape {
   const char* name;
@@ -57,10 +32,7 @@ void both(const pf::GemmArgs& g, const SplitK& sk, float* staged_out, float& t_s
 
 int main() {
   cudaDeviceProp p;
-  if (cudaGetDeviceProperties(&p, 0) != cudaSuccess || p.major < 9) {
-    printf("needs a Hopper GPU\n");
-    return 1;
-  }
+  if (!hopper(p)) return 1;
   const int MM = 2560, KM = 3072, NM = 4096;
   float *A, *C1, *C2;
   uint16_t *W, *W2, *nw;
