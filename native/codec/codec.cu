@@ -795,16 +795,24 @@ template <class K1, class K2> void wgmma_smem(tbc_model *m, int i, int BN, K1 *k
 	m->wg_bytes[i][1] = one;
 }
 
+// has_wgmma runs k_wgmma_probe on device (an sm_90 GPU) on a stream of its
+// own, which waits for no other work: whether the library's image for it is
+// sm_90a.
 bool has_wgmma(int device) {
 	int major = 0, *d = nullptr, v = 0;
+	cudaStream_t st = nullptr;
 	if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess || major != 9 ||
-	    cudaMalloc(&d, sizeof(int)) != cudaSuccess) {
+	    cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) != cudaSuccess) {
 		cudaGetLastError();
 		return false;
 	}
-	k_wgmma_probe<<<1, 1>>>(d);
-	const bool ok = cudaMemcpy(&v, d, sizeof(int), cudaMemcpyDeviceToHost) == cudaSuccess && v == 1;
-	cudaFree(d);
+	bool ok = cudaMallocAsync(&d, sizeof(int), st) == cudaSuccess;
+	if (ok) {
+		k_wgmma_probe<<<1, 1, 0, st>>>(d);
+		ok = cudaMemcpyAsync(&v, d, sizeof(int), cudaMemcpyDeviceToHost, st) == cudaSuccess &&
+		     cudaFreeAsync(d, st) == cudaSuccess && cudaStreamSynchronize(st) == cudaSuccess && v == 1;
+	}
+	cudaStreamDestroy(st);
 	cudaGetLastError();
 	return ok;
 }
