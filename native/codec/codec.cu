@@ -768,14 +768,10 @@ int alloc_ext(tbc_pool *s, Ext &x, int C, int H, int R0) {
 	return 0;
 }
 
-// one_cta_pad is the dynamic shared memory that makes kernel k's CTAs (its
-// static shared memory plus the per-CTA reservation) take over half of an
-// SM's shared memory, opted in for k; 0 where that is more than a CTA may
-// have or the attributes are unknown (the launches then run as before).
 // wgmma_smem sets m->wg_bytes[i] where this build's kernels carry wgmma (an
 // sm_90a image: k_wgmma_probe) and the device gives k_gemm_wg<BN, 1 and 2>
-// their shared memory: the one-stage-deep kernel's alone, and at least half
-// an SM's (one CTA an SM, tbc_pool::one_cta_per_sm).
+// their shared memory: wg_bytes[i][0] what <BN, 1> needs, [1] that or half
+// an SM's if more (one CTA an SM, tbc_pool::one_cta_per_sm).
 template <class K1, class K2> void wgmma_smem(tbc_model *m, int i, int BN, K1 *k1, K2 *k2) {
 	int per_sm = 0, reserved = 0, optin = 0;
 	if (cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, m->device) != cudaSuccess ||
@@ -817,6 +813,10 @@ bool has_wgmma(int device) {
 	return ok;
 }
 
+// one_cta_pad is the dynamic shared memory that makes kernel k's CTAs (its
+// static shared memory plus the per-CTA reservation) take over half of an
+// SM's shared memory, opted in for k; 0 where that is more than a CTA may
+// have or the attributes are unknown (the launches then run as before).
 template <class K> size_t one_cta_pad(int device, K *k) {
 	int per_sm = 0, reserved = 0, optin = 0;
 	cudaFuncAttributes fa;

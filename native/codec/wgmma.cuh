@@ -9,7 +9,7 @@
 // each thread rounds the chunks it copied. A stage's products run while the
 // next stage is rounded. k_gemm_tc's warps issue mma.sync with both operands
 // through registers, bound by shared-memory traffic: on the vocoder's shapes
-// at 64 streams cuBLAS's TF32 product ran 2-3 times faster than it
+// at 64 streams cuBLAS's TF32 product ran 1.5-3 times faster than it
 // (tools/gpu/micro/cublas_probe.cu), this kernel 1.2-1.9 times
 // (tools/gpu/micro/codec_wg.cu; codec.cu's wg_choice says which products).
 #pragma once
