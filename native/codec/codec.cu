@@ -79,7 +79,7 @@ struct tbc_model {
 	// k_gemm_tc<64, 64, true> and <128, 32, true> (tbc_pool::one_cta_per_sm);
 	// 0 where the device does not allow it.
 	size_t tc_pad[2] = {0, 0};
-	// wg_bytes: k_gemm_wg<96, 1> and <128, 1>'s dynamic shared memory, alone and
+	// wg_bytes: k_gemm_wg<96> and <128>'s dynamic shared memory, alone and
 	// one CTA an SM; 0 where this build or device has no wgmma (the
 	// products of several streams then run on k_gemm_tc).
 	size_t wg_bytes[2][2] = {{0, 0}, {0, 0}};
@@ -474,8 +474,8 @@ struct TilePlan {
 };
 
 // wg_choice says whether k_gemm_wg takes a product of a launch of several
-// streams (one_pass), and with which tiles: -1 none, else 2·(BN 128) + (KT
-// 2). It takes the convolutions of several taps (K > cin), whose K is long
+// streams (one_pass), and with which tiles: -1 none, 0 BN 96, 1 BN 128. It
+// takes the convolutions of several taps (K > cin), whose K is long
 // enough for its pipeline; the 1x1 convolutions and Linears, 3-24 K tiles
 // deep, stay on k_gemm_tc. H100, tools/gpu/micro/codec_wg.cu, 64 streams:
 // the vocoder's k7 convolutions 225-291 -> 157-223 us, decoder.0 108 -> 62,
@@ -484,7 +484,7 @@ struct TilePlan {
 int wg_choice(const tbc_model *m, const AOp &a, int M, int N, int K) {
 	const int wgi = N % 128 == 0 ? 1 : N % 96 == 0 ? 0 : -1;
 	if (wgi < 0 || !m->wg_bytes[wgi][0] || a.cin % 4 || K % 4 || M <= 32 || K <= a.cin) return -1;
-	return wgi * 2;
+	return wgi;
 }
 
 // plan_tiled picks the tiled kernel for a product of M > SK_MAXM rows. wg:
@@ -494,9 +494,8 @@ TilePlan plan_tiled(const tbc_model *m, bool one_pass, bool one_cta, const AOp &
 	// Tensor-core tiles 128 x 32 when N is an odd multiple of 32 (64-wide
 	// tiles would compute a third more columns than there are).
 	const bool tc = v4 && M > 32, narrow = tc && N % 64 == 32;
-	const int wgi = wg >= 0 ? wg / 2 : -1, KT = wg >= 0 ? 1 + wg % 2 : 1;
-	const int BM = M <= 32 ? 32 : wg >= 0 ? WG_BM : narrow ? 128 : 64, BN = wg >= 0 ? (wgi ? 128 : 96) : narrow ? 32 : 64;
-	const int BK = 32 * KT;
+	const int BM = M <= 32 ? 32 : wg >= 0 ? WG_BM : narrow ? 128 : 64, BN = wg >= 0 ? (wg ? 128 : 96) : narrow ? 32 : 64;
+	const int BK = 32;
 	const int tiles = ((M + BM - 1) / BM) * ((N + BN - 1) / BN);
 	const int nK = (K + BK - 1) / BK;
 	const int target = (wg >= 0 ? 2 : 4) * m->sms;
@@ -509,8 +508,8 @@ TilePlan plan_tiled(const tbc_model *m, bool one_pass, bool one_cta, const AOp &
 	S = (nK + per - 1) / per;
 	TilePlan p{nullptr, dim3((N + BN - 1) / BN, (M + BM - 1) / BM, S), per * BK, S, 0};
 	if (wg >= 0) {
-		p.kernel = wgi ? (KT == 2 ? k_gemm_wg<128, 2> : k_gemm_wg<128, 1>) : (KT == 2 ? k_gemm_wg<96, 2> : k_gemm_wg<96, 1>);
-		p.smem = std::max(wg_smem(BN, KT), one_cta ? m->wg_bytes[wgi][1] : 0);
+		p.kernel = wg ? k_gemm_wg<128> : k_gemm_wg<96>;
+		p.smem = m->wg_bytes[wg][one_cta];
 		return p;
 	}
 	p.kernel = BM == 32 ? (v4 ? k_gemm<32, 32, true> : k_gemm<32, 32, false>)
@@ -733,8 +732,8 @@ int preload() {
 	CK(cudaFuncGetAttributes(&fa, k_gemm_tc<64, 64, true>));
 	CK(cudaFuncGetAttributes(&fa, k_gemm_tc<128, 32, true>));
 	CK(cudaFuncGetAttributes(&fa, k_gemm<64, 32, false>));
-	CK(cudaFuncGetAttributes(&fa, k_gemm_wg<96, 1>));
-	CK(cudaFuncGetAttributes(&fa, k_gemm_wg<128, 1>));
+	CK(cudaFuncGetAttributes(&fa, k_gemm_wg<96>));
+	CK(cudaFuncGetAttributes(&fa, k_gemm_wg<128>));
 	CK(cudaFuncGetAttributes(&fa, k_skinny2<0, true, false>));
 	CK(cudaFuncGetAttributes(&fa, k_skinny2<0, true, true>));
 	CK(cudaFuncGetAttributes(&fa, k_skinny2<0, false, false>));
@@ -768,22 +767,33 @@ int alloc_ext(tbc_pool *s, Ext &x, int C, int H, int R0) {
 	return 0;
 }
 
-// wgmma_smem sets m->wg_bytes[i] where this build's kernels carry wgmma (an
-// sm_90a image: k_wgmma_probe) and the device gives k_gemm_wg<BN, 1 and 2>
-// their shared memory: wg_bytes[i][0] what <BN, 1> needs, [1] that or half
-// an SM's if more (one CTA an SM, tbc_pool::one_cta_per_sm).
-template <class K1, class K2> void wgmma_smem(tbc_model *m, int i, int BN, K1 *k1, K2 *k2) {
+// SmemLimits are a device's shared-memory sizes: an SM's, the part the
+// runtime reserves a CTA, and the most a CTA may opt in to.
+struct SmemLimits {
 	int per_sm = 0, reserved = 0, optin = 0;
-	if (cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, m->device) != cudaSuccess ||
-	    cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, m->device) != cudaSuccess ||
-	    cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, m->device) != cudaSuccess) {
-		cudaGetLastError();
-		return;
-	}
-	const size_t alone = wg_smem(BN, 1), one = std::max(alone, (size_t)(per_sm / 2 - reserved + 16));
-	const size_t most = std::max(one, wg_smem(BN, 2));
-	if (most > (size_t)optin || cudaFuncSetAttribute(k1, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)most) != cudaSuccess ||
-	    cudaFuncSetAttribute(k2, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)most) != cudaSuccess) {
+	// Dynamic shared memory that, with a kernel's static, takes a CTA past
+	// half an SM's, so that an SM holds one (tbc_pool::one_cta_per_sm).
+	long one_cta(size_t static_bytes) const { return (long)per_sm / 2 - reserved - (long)static_bytes + 16; }
+};
+
+bool smem_limits(int device, SmemLimits &l) {
+	if (cudaDeviceGetAttribute(&l.per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device) == cudaSuccess &&
+	    cudaDeviceGetAttribute(&l.reserved, cudaDevAttrReservedSharedMemoryPerBlock, device) == cudaSuccess &&
+	    cudaDeviceGetAttribute(&l.optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) == cudaSuccess)
+		return true;
+	cudaGetLastError();
+	return false;
+}
+
+// wgmma_smem sets m->wg_bytes[i] where this build's kernels carry wgmma (an
+// sm_90a image: k_wgmma_probe) and the device gives k_gemm_wg<BN> its shared
+// memory: wg_bytes[i][0] what it needs, [1] that or half an SM's if more (one
+// CTA an SM, tbc_pool::one_cta_per_sm).
+template <class K> void wgmma_smem(tbc_model *m, int i, int BN, K *k) {
+	SmemLimits l;
+	if (!smem_limits(m->device, l)) return;
+	const size_t alone = wg_smem(BN), one = std::max(alone, (size_t)l.one_cta(0));
+	if (one > (size_t)l.optin || cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)one) != cudaSuccess) {
 		cudaGetLastError();
 		return;
 	}
@@ -818,17 +828,15 @@ bool has_wgmma(int device) {
 // SM's shared memory, opted in for k; 0 where that is more than a CTA may
 // have or the attributes are unknown (the launches then run as before).
 template <class K> size_t one_cta_pad(int device, K *k) {
-	int per_sm = 0, reserved = 0, optin = 0;
+	SmemLimits l;
 	cudaFuncAttributes fa;
-	if (cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device) != cudaSuccess ||
-	    cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, device) != cudaSuccess ||
-	    cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess ||
-	    cudaFuncGetAttributes(&fa, k) != cudaSuccess) {
+	if (!smem_limits(device, l)) return 0;
+	if (cudaFuncGetAttributes(&fa, k) != cudaSuccess) {
 		cudaGetLastError();
 		return 0;
 	}
-	const long pad = (long)per_sm / 2 - reserved - (long)fa.sharedSizeBytes + 16;
-	if (pad <= 0 || pad + (long)fa.sharedSizeBytes > optin ||
+	const long pad = l.one_cta(fa.sharedSizeBytes);
+	if (pad <= 0 || pad + (long)fa.sharedSizeBytes > l.optin ||
 	    cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pad) != cudaSuccess) {
 		cudaGetLastError();
 		return 0;
@@ -1078,8 +1086,8 @@ tbc_model *tbc_create(const tbc_weights *w, const tbc_params *params) {
 	m->tc_pad[0] = one_cta_pad(device, k_gemm_tc<64, 64, true>);
 	m->tc_pad[1] = one_cta_pad(device, k_gemm_tc<128, 32, true>);
 	if (has_wgmma(device)) {
-		wgmma_smem(m, 0, 96, k_gemm_wg<96, 1>, k_gemm_wg<96, 2>);
-		wgmma_smem(m, 1, 128, k_gemm_wg<128, 1>, k_gemm_wg<128, 2>);
+		wgmma_smem(m, 0, 96, k_gemm_wg<96>);
+		wgmma_smem(m, 1, 128, k_gemm_wg<128>);
 	}
 	if (build_model(m, w)) {
 		tbc_destroy(m);

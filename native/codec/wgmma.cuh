@@ -1,8 +1,8 @@
 // The codec's products on Hopper's warpgroup tensor-core instruction (wgmma,
 // sm_90a), for launches that decode several streams (one TF32 pass, as
 // k_gemm_tc<.., true>): the same implicit im2col operand, epilogue and
-// split K, 128 x BN tiles (BN 96 or 128), KT tiles of 32 K a stage, three
-// stages of cp.async. Each of the two warpgroups owns 64 rows; its A
+// split K, 128 x BN tiles (BN 96 or 128), 32 deep, three stages of
+// cp.async. Each of the two warpgroups owns 64 rows; its A
 // fragments come from shared memory through registers, rounded to TF32 on
 // the way (round_tf32, as k_gemm_tc), and the tile of W is read by the tensor
 // cores from shared memory in the 128-byte swizzled K-major layout, after
@@ -23,11 +23,10 @@ namespace tbc {
 
 constexpr int WG_BM = 128, WG_STAGES = 3;
 
-// Dynamic shared memory of k_gemm_wg<BN, KT> (KT tiles of 32 K a stage): W's
-// stages (swizzled, 1024-byte aligned), then A's, plus room to align the start.
-__host__ __device__ constexpr int wg_lda(int KT) { return KT * TC_BK + 4; }
-constexpr size_t wg_smem(int BN, int KT) {
-	return 1024 + WG_STAGES * ((size_t)KT * BN * 128 + (size_t)WG_BM * wg_lda(KT) * 4);
+// Dynamic shared memory of k_gemm_wg<BN>: W's stages (swizzled, 1024-byte
+// aligned), then A's, plus room to align the start.
+constexpr size_t wg_smem(int BN) {
+	return 1024 + WG_STAGES * ((size_t)BN * 128 + (size_t)WG_BM * TC_LD * 4);
 }
 
 // d += A·B for one m64 x BN x k8 step of a warpgroup: A from the thread's
@@ -75,24 +74,24 @@ template <int NA, int KS> __device__ __forceinline__ void wg_wait(float (&acc)[N
 		for (int i = 0; i < 4; i++) wg_keep(fa[kk][i]);
 }
 
-template <int BN, int KT>
+template <int BN>
 __global__ void __launch_bounds__(256) k_gemm_wg(AOp a, const float *__restrict__ W, int M, int N, int K,
                                                  int kChunk, Epi e, float *__restrict__ ws) {
 #ifdef TBC_WGMMA
-	constexpr int LA = WG_BM / 32, LB = BN / 32, NA = BN / 2, LDA = wg_lda(KT), KS = KT * TC_BK / 8;
-	constexpr int BST = KT * BN * 128; // bytes of a W stage: KT swizzle atoms of BN rows
+	constexpr int LA = WG_BM / 32, LB = BN / 32, NA = BN / 2, KS = TC_BK / 8;
+	constexpr int BST = BN * 128; // bytes of a W stage: one swizzle atom of BN rows
 	static_assert(BN % 32 == 0 && BN <= 256, "tile width");
 	extern __shared__ unsigned char wg_raw[];
 	unsigned char *base = wg_raw + ((1024 - ((uint32_t)__cvta_generic_to_shared(wg_raw) & 1023)) & 1023);
-	unsigned char *Bs = base; // [stage][KT][BN rows][128 bytes], swizzled
-	float(*As)[WG_BM][LDA] = reinterpret_cast<float(*)[WG_BM][LDA]>(base + WG_STAGES * BST);
+	unsigned char *Bs = base; // [stage][BN rows][128 bytes], swizzled
+	float(*As)[WG_BM][TC_LD] = reinterpret_cast<float(*)[WG_BM][TC_LD]>(base + WG_STAGES * BST);
 	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, q = lane & 3;
 	const int wr = (warp >> 2) * 64 + (warp & 3) * 16; // the warp's first row of the tile
 	const int m0 = blockIdx.y * WG_BM, n0 = blockIdx.x * BN;
 	const int kb = blockIdx.z * kChunk, ke = min(K, kb + kChunk);
-	const int nt = (ke - kb + KT * TC_BK - 1) / (KT * TC_BK);
-	// Copy l of a thread covers row (tid + l·256) / 8 at k offset kq of each
-	// 32 of K, as in k_gemm_tc; W's copy lands in its row's swizzled chunk.
+	const int nt = (ke - kb + TC_BK - 1) / TC_BK;
+	// Copy l of a thread covers row (tid + l·256) / 8 at k offset kq of the
+	// tile, as in k_gemm_tc; W's copy lands in its row's swizzled chunk.
 	const int kq = (tid & 7) * 4;
 	const float *arow[LA], *brow[LB];
 	tile_rows(a, W, M, N, K, m0, n0, arow, brow);
@@ -109,22 +108,18 @@ __global__ void __launch_bounds__(256) k_gemm_wg(AOp a, const float *__restrict_
 	int next = 0;
 	auto load = [&]() {
 		if (next < nt) {
-			const int st = next % WG_STAGES;
+			const int st = next % WG_STAGES, k = kb + next * TC_BK + kq, off = tap * tapStride + ch;
 #pragma unroll
-			for (int h = 0; h < KT; h++) {
-				const int k = kb + (next * KT + h) * TC_BK + kq, off = tap * tapStride + ch;
-#pragma unroll
-				for (int l = 0; l < LB; l++) {
-					const bool in = brow[l] && k < ke;
-					cp_async16(Bs + st * BST + h * BN * 128 + boff[l], in ? brow[l] + k : W, in);
-				}
-#pragma unroll
-				for (int l = 0; l < LA; l++) {
-					const bool in = arow[l] && k < ke;
-					cp_async16(&As[st][(tid + l * 256) >> 3][h * TC_BK + kq], in ? arow[l] + off : a.x, in);
-				}
-				for (ch += TC_BK; ch >= a.cin; ch -= a.cin) tap++;
+			for (int l = 0; l < LB; l++) {
+				const bool in = brow[l] && k < ke;
+				cp_async16(Bs + st * BST + boff[l], in ? brow[l] + k : W, in);
 			}
+#pragma unroll
+			for (int l = 0; l < LA; l++) {
+				const bool in = arow[l] && k < ke;
+				cp_async16(&As[st][(tid + l * 256) >> 3][kq], in ? arow[l] + off : a.x, in);
+			}
+			for (ch += TC_BK; ch >= a.cin; ch -= a.cin) tap++;
 		}
 		asm volatile("cp.async.commit_group;");
 		next++;
@@ -142,17 +137,15 @@ __global__ void __launch_bounds__(256) k_gemm_wg(AOp a, const float *__restrict_
 		// The tensor cores read W's tile as TF32 by dropping the low bits;
 		// round the chunks this thread copied to nearest instead.
 #pragma unroll
-		for (int h = 0; h < KT; h++)
-#pragma unroll
-			for (int l = 0; l < LB; l++) {
-				uint4 *p = reinterpret_cast<uint4 *>(Bs + st * BST + h * BN * 128 + boff[l]);
-				uint4 v = *p;
-				v.x = round_tf32(__uint_as_float(v.x));
-				v.y = round_tf32(__uint_as_float(v.y));
-				v.z = round_tf32(__uint_as_float(v.z));
-				v.w = round_tf32(__uint_as_float(v.w));
-				*p = v;
-			}
+		for (int l = 0; l < LB; l++) {
+			uint4 *p = reinterpret_cast<uint4 *>(Bs + st * BST + boff[l]);
+			uint4 v = *p;
+			v.x = round_tf32(__uint_as_float(v.x));
+			v.y = round_tf32(__uint_as_float(v.y));
+			v.z = round_tf32(__uint_as_float(v.z));
+			v.w = round_tf32(__uint_as_float(v.w));
+			*p = v;
+		}
 		asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 		// The previous stage's products ran while this one was rounded; they
 		// end before its fragments' registers and its buffer are reused.
@@ -169,7 +162,7 @@ __global__ void __launch_bounds__(256) k_gemm_wg(AOp a, const float *__restrict_
 		asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
 		for (int kk = 0; kk < KS; kk++)
-			wgmma_tf32<BN>(acc, fa[kk], wg_desc(Bs + st * BST + (kk / 4) * BN * 128 + (kk % 4) * 32));
+			wgmma_tf32<BN>(acc, fa[kk], wg_desc(Bs + st * BST + kk * 32));
 		asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
 	}
 	wg_wait(acc, fa);

@@ -1,6 +1,6 @@
 // The codec's products of several streams at 16 and 64 streams a frame on
-// k_gemm_wg (wgmma, native/codec/wgmma.cuh; one and two 32-deep K tiles a
-// stage) against k_gemm_tc, as the codec plans them (plan_tiled: tiles, K
+// k_gemm_wg (wgmma, native/codec/wgmma.cuh) where the codec takes it,
+// against k_gemm_tc, as the codec plans them (plan_tiled: tiles, K
 // split and its sum; shared memory as a launch of 64 streams, and as one
 // of 16 with one CTA an SM): event-timed medians of 20 after 3 warm-ups, and
 // the largest difference to k_gemm_tc's output over its largest value. Not
@@ -22,8 +22,8 @@ int main() {
     printf("no wgmma in this build or device\n");
     return 1;
   }
-  wgmma_smem(&m, 0, 96, k_gemm_wg<96, 1>, k_gemm_wg<96, 2>);
-  wgmma_smem(&m, 1, 128, k_gemm_wg<128, 1>, k_gemm_wg<128, 2>);
+  wgmma_smem(&m, 0, 96, k_gemm_wg<96>);
+  wgmma_smem(&m, 1, 128, k_gemm_wg<128>);
   struct Conv {
     const char* name;
     int C, N, T, taps, d;
@@ -47,7 +47,7 @@ int main() {
   for (size_t i = 0; i < wmax; i++) h[i] = cosf(i * 0.011f) * 0.05f;
   cudaMemcpy(w, h.data(), wmax * 4, cudaMemcpyHostToDevice);
   for (int S : {16, 64}) {
-    float sum[3] = {0, 0, 0};
+    float sum[2] = {0, 0};
     for (const Conv& v : convs) {
       const int hist = (v.taps - 1) * v.d, M = S * v.T, K = v.taps * v.C;
       if ((size_t)M * v.N > cmax) continue;
@@ -56,11 +56,9 @@ int main() {
       const int wg = wg_choice(&m, a, M, v.N, K);
       printf("streams %2d %-20s M %6d N %5d K %5d:", S, v.name, M, v.N, K);
       std::vector<float> ref;
-      float row[3] = {0, 0, 0};
-      for (int variant = 0; variant < 3; variant++) {
-        const int choice = variant == 0 ? -1 : (wg < 0 ? -2 : (wg & ~1) + (variant - 1));
-        if (choice == -2) break;
-        const TilePlan p = plan_tiled(&m, true, S <= kOneCtaMaxStreams, a, M, v.N, K, choice);
+      float row[2] = {0, 0};
+      for (int variant = 0; variant < (wg < 0 ? 1 : 2); variant++) {
+        const TilePlan p = plan_tiled(&m, true, S <= kOneCtaMaxStreams, a, M, v.N, K, variant ? wg : -1);
         if ((size_t)p.S * M * v.N > wsmax) {
           printf("  (workspace)");
           continue;
@@ -81,15 +79,15 @@ int main() {
           diff = std::max(diff, (double)fabsf(r[i] - ref[i]));
           top = std::max(top, (double)fabsf(ref[i]));
         }
-        printf("  %s %6.1f us (%3.0f TFLOPS, %4u CTAs x %d) %.1e %s", variant == 0 ? "tc" : variant == 1 ? "wg1" : "wg2", t,
+        printf("  %s %6.1f us (%3.0f TFLOPS, %4u CTAs x %d) %.1e %s", variant ? "wg" : "tc", t,
                2.0 * M * v.N * K / t / 1e6, p.grid.x * p.grid.y, p.S, diff / top, err == cudaSuccess ? "" : cudaGetErrorString(err));
         row[variant] = t;
       }
       printf("\n");
-      if (row[2] > 0)
-        for (int i = 0; i < 3; i++) sum[i] += row[i];
+      if (row[1] > 0)
+        for (int i = 0; i < 2; i++) sum[i] += row[i];
     }
-    printf("streams %2d sums: tc %.1f us, wg1 %.1f, wg2 %.1f (wg over the shapes it takes)\n", S, sum[0], sum[1], sum[2]);
+    printf("streams %2d sums over the shapes k_gemm_wg takes: tc %.1f us, wg %.1f\n", S, sum[0], sum[1]);
   }
   return 0;
 }
