@@ -13,6 +13,7 @@
 
 #include "kernels.cuh"
 #include "wgmma.cuh"
+#include "gemm_rows.cuh"
 #include "../src/stream_priority.cuh"
 #include "../include/talkbox_codec.h"
 
@@ -49,6 +50,10 @@ struct DevLayer {
 };
 struct DevConv {
 	float *w = nullptr, *b = nullptr;
+	// w rounded to nearest TF32, for k_gemm_wg (its tensor cores read W
+	// from shared memory and would truncate it): convolutions of several
+	// taps on a device with wgmma only.
+	float *wt = nullptr;
 	int in = 0, out = 0, k = 1, dil = 1;
 };
 struct DevUp {
@@ -83,6 +88,7 @@ struct tbc_model {
 	// one CTA an SM; 0 where this build or device has no wgmma (the
 	// products of several streams then run on k_gemm_tc).
 	size_t wg_bytes[2][2] = {{0, 0}, {0, 0}};
+	bool clusters = false; // thread-block clusters (sm_90 and later): k_gemm_rows
 	bool cuda_graphs = true; // tbc_params.cuda_graphs, for its streams
 	tbc_weights cfg; // shapes only: the host pointers are not kept
 	int spf = 0, qkvw = 0;
@@ -196,13 +202,31 @@ int upload_vec(tbc_model *m, float **dst, const std::vector<float> &v) {
 	return 0;
 }
 
+// upload_tf32 gives a conv of several taps its weights rounded to nearest
+// TF32 (DevConv::wt) where k_gemm_wg may take it: a second copy of the
+// vocoder's ~50 M such weights (~200 MB at the released shapes). Rounding
+// them in k_gemm_wg's shared memory, at every tile, cost ~0.1 ms of a launch of 64
+// streams (docs/dev/batch.md).
+int upload_tf32(tbc_model *m, DevConv &d, const float *src) {
+	if (d.k < 2 || !m->wg_bytes[0][0]) return 0;
+	const size_t n = (size_t)d.out * d.k * d.in;
+	std::vector<float> r(n);
+	for (size_t i = 0; i < n; i++) {
+		uint32_t b;
+		memcpy(&b, src + i, 4);
+		b = round_tf32_bits(b);
+		memcpy(&r[i], &b, 4);
+	}
+	return upload_vec(m, &d.wt, r);
+}
+
 int up_conv(tbc_model *m, DevConv &d, const tbc_conv &c, int in, int out, const char *what) {
 	if (c.in != in || c.out != out || c.k < 1 || c.dil < 1) {
 		set_err("codec weights: %s is %dx%d k%d d%d, want in %d out %d", what, c.in, c.out, c.k, c.dil, in, out);
 		return -1;
 	}
 	d.in = in, d.out = out, d.k = c.k, d.dil = c.dil;
-	if (upload(m, &d.w, c.w, (size_t)out * c.k * in, what)) return -1;
+	if (upload(m, &d.w, c.w, (size_t)out * c.k * in, what) || upload_tf32(m, d, c.w)) return -1;
 	if (c.b && upload(m, &d.b, c.b, out, what)) return -1;
 	return 0;
 }
@@ -229,7 +253,7 @@ int up_transconv(tbc_model *m, DevConv &d, const tbc_transconv &t, int in, const
 		}
 	}
 	d.in = in, d.out = N, d.k = t.taps, d.dil = 1;
-	if (upload_vec(m, &d.w, w)) return -1;
+	if (upload_vec(m, &d.w, w) || upload_tf32(m, d, w.data())) return -1;
 	return upload(m, &d.b, t.b, N, what);
 }
 
@@ -362,13 +386,14 @@ int build_model(tbc_model *m, const tbc_weights *w) {
 // serialization (dep_launch.cuh: every kernel here calls dep_wait before it
 // reads what an earlier launch wrote) except the first after a copy
 // (LAUNCH_AFTER_COPY).
-#define LAUNCH_DEP(dep, kernel, grid, block, smem, ...)                                                        \
+#define LAUNCH_EX(dep, cluster, kernel, grid, block, smem, ...)                                               \
 	do {                                                                                                        \
 		if (!s->dry) {                                                                                          \
-			CK(launch_ex(dep, 1, kernel, grid, block, smem, s->st, __VA_ARGS__));                             \
+			CK(launch_ex(dep, cluster, kernel, grid, block, smem, s->st, __VA_ARGS__));                       \
 			CK(cudaGetLastError());                                                                             \
 		}                                                                                                       \
 	} while (0)
+#define LAUNCH_DEP(dep, kernel, grid, block, smem, ...) LAUNCH_EX(dep, 1, kernel, grid, block, smem, __VA_ARGS__)
 #define LAUNCH(kernel, grid, block, smem, ...) LAUNCH_DEP(s->dependent, kernel, grid, block, smem, __VA_ARGS__)
 #define LAUNCH_AFTER_COPY(kernel, grid, block, smem, ...) LAUNCH_DEP(false, kernel, grid, block, smem, __VA_ARGS__)
 
@@ -520,14 +545,40 @@ TilePlan plan_tiled(const tbc_model *m, bool one_pass, bool one_cta, const AOp &
 	return p;
 }
 
+// rows_split is the cluster size (K slices) k_gemm_rows takes for a product
+// of M dense rows in a launch of several streams, 0 where it does not take
+// it: slices of at most GR_KC, more of them (down to 32 of K) while the
+// column tiles leave SMs idle.
+int rows_split(const tbc_pool *s, int M, int N, int K) {
+	if (!s->m->clusters || !s->one_pass || M <= SK_MAXM || M > GR_MAXM || N % GR_BN || K % 32) return 0;
+	int ks = 1;
+	while (ks <= GR_MAXKS && (K % (32 * ks) || K / ks > GR_KC)) ks *= 2;
+	if (ks > GR_MAXKS) return 0;
+	while (2 * ks <= GR_MAXKS && (N / GR_BN) * ks < s->m->sms && K % (64 * ks) == 0) ks *= 2;
+	return ks;
+}
+
+// rows_gemm launches k_gemm_rows (A mode as k_skinny2's: 1 plain, 2
+// RMSNorm, 3 SwiGLU) in clusters of ks, rows_split's answer.
+int rows_gemm(tbc_pool *s, int mode, const float *x, const float *nw, double eps, const float *W, int M, int N, int K,
+              const Epi &e, int ks) {
+	void (*f)(const float *, const float *, double, const float *, int, int, int, Epi) =
+	    mode == 2 ? k_gemm_rows<2> : mode == 3 ? k_gemm_rows<3> : k_gemm_rows<1>;
+	LAUNCH_EX(s->dependent, ks, f, dim3(N / GR_BN, 1, ks), 256, 0, x, nw, eps, W, M, N, K, e);
+	return 0;
+}
+
 // gemm computes the M x N product of an implicit im2col A (K = taps*cin) and
 // weights W [N][K], with epilogue e. M <= SK_MAXM takes a warp-per-column
 // kernel; larger M the tiled one, split over K when the tiles alone would
-// leave most multiprocessors idle.
-int gemm(tbc_pool *s, AOp a, const float *W, int M, int N, int K, const Epi &e) {
+// leave most multiprocessors idle. Wt: W rounded to TF32 (DevConv::wt),
+// without which k_gemm_wg does not take the product.
+int gemm(tbc_pool *s, AOp a, const float *W, int M, int N, int K, const Epi &e, const float *Wt = nullptr) {
 	if (M <= 0) return 0;
 	if (M <= SK_MAXM) return skinny(s, K == a.cin ? 1 : 0, a, nullptr, 0, W, M, N, K, e);
-	const int wg = s->one_pass ? wg_choice(s->m, a, M, N, K) : -1;
+	if (K == a.cin && !a.rows.slot)
+		if (const int ks = rows_split(s, M, N, K)) return rows_gemm(s, 1, a.x + a.rows.off, nullptr, 0, W, M, N, K, e, ks);
+	const int wg = s->one_pass && Wt ? wg_choice(s->m, a, M, N, K) : -1;
 	const TilePlan p = plan_tiled(s->m, s->one_pass, s->one_cta_per_sm, a, M, N, K, wg);
 	if (p.S > 1) {
 		s->ws_need = std::max(s->ws_need, (size_t)p.S * M * N);
@@ -536,7 +587,7 @@ int gemm(tbc_pool *s, AOp a, const float *W, int M, int N, int K, const Epi &e) 
 			return -1;
 		}
 	}
-	LAUNCH(p.kernel, p.grid, 256, p.smem, a, W, M, N, K, p.kChunk, e, s->ws);
+	LAUNCH(p.kernel, p.grid, 256, p.smem, a, wg >= 0 ? Wt : W, M, N, K, p.kChunk, e, s->ws);
 	if (p.S > 1) {
 		int blocks = (int)std::min<size_t>(((size_t)M * N + 255) / 256, 4096);
 		LAUNCH(k_splitk_epi, blocks, 256, 0, s->ws, p.S, M, N, e);
@@ -546,7 +597,7 @@ int gemm(tbc_pool *s, AOp a, const float *W, int M, int N, int K, const Epi &e) 
 
 // conv runs c over the ext buffer x for a push: R new rows a member.
 int conv(tbc_pool *s, const Push &p, const Ext &x, const DevConv &c, int R, const Epi &e) {
-	return gemm(s, AOp{x.p, c.in, c.dil, ext_rows(p, x, R)}, c.w, p.B * R, c.out, c.k * c.in, e);
+	return gemm(s, AOp{x.p, c.in, c.dil, ext_rows(p, x, R)}, c.w, p.B * R, c.out, c.k * c.in, e, c.wt);
 }
 
 int linear(tbc_pool *s, const float *x, const DevConv &c, int M, const Epi &e) {
@@ -559,6 +610,7 @@ int linear(tbc_pool *s, const float *x, const DevConv &c, int M, const Epi &e) {
 int norm_linear(tbc_pool *s, const float *x, const float *nw, double eps, const float *W, int M, int N, int K,
                 const Epi &e) {
 	if (M <= SK_MAXM) return skinny(s, 2, AOp{x, K, 1, dense()}, nw, eps, W, M, N, K, e);
+	if (const int ks = rows_split(s, M, N, K)) return rows_gemm(s, 2, x, nw, eps, W, M, N, K, e, ks);
 	LAUNCH(k_rmsnorm_rows, M, 256, 0, x, nw, eps, K, s->tn);
 	return gemm(s, AOp{s->tn, K, 1, dense()}, W, M, N, K, e);
 }
@@ -567,6 +619,7 @@ int norm_linear(tbc_pool *s, const float *x, const float *nw, double eps, const 
 // width 2K, the same way.
 int swiglu_linear(tbc_pool *s, const float *gu, const float *W, int M, int N, int K, const Epi &e) {
 	if (M <= SK_MAXM) return skinny(s, 3, AOp{gu, K, 1, dense()}, nullptr, 0, W, M, N, K, e);
+	if (const int ks = rows_split(s, M, N, K)) return rows_gemm(s, 3, gu, nullptr, 0, W, M, N, K, e, ks);
 	LAUNCH(k_swiglu_rows, M, 256, 0, gu, K, s->tn);
 	return gemm(s, AOp{s->tn, K, 1, dense()}, W, M, N, K, e);
 }
@@ -755,6 +808,9 @@ int preload() {
 	CK(cudaFuncGetAttributes(&fa, k_shift));
 	CK(cudaFuncGetAttributes(&fa, k_rmsnorm_rows));
 	CK(cudaFuncGetAttributes(&fa, k_swiglu_rows));
+	CK(cudaFuncGetAttributes(&fa, k_gemm_rows<1>));
+	CK(cudaFuncGetAttributes(&fa, k_gemm_rows<2>));
+	CK(cudaFuncGetAttributes(&fa, k_gemm_rows<3>));
 	return 0;
 }
 
@@ -1083,6 +1139,8 @@ tbc_model *tbc_create(const tbc_weights *w, const tbc_params *params) {
 	m->device = device;
 	m->cuda_graphs = prm.cuda_graphs != 0;
 	if (cudaDeviceGetAttribute(&m->sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) m->sms = 1;
+	int cl = 0;
+	m->clusters = cudaDeviceGetAttribute(&cl, cudaDevAttrClusterLaunch, device) == cudaSuccess && cl;
 	m->tc_pad[0] = one_cta_pad(device, k_gemm_tc<64, 64, true>);
 	m->tc_pad[1] = one_cta_pad(device, k_gemm_tc<128, 32, true>);
 	if (has_wgmma(device)) {

@@ -398,7 +398,8 @@ __global__ void __launch_bounds__(128) k_attn2(const float *__restrict__ qkv, co
 // checks), and the two of a split were most of the product's instructions.
 // Inputs are finite activations and weights; the rounding would carry a
 // value within 2^-11 of FLT_MAX into infinity.
-__device__ __forceinline__ uint32_t round_tf32(float x) { return (__float_as_uint(x) + 0x1000u) & 0xffffe000u; }
+__host__ __device__ __forceinline__ uint32_t round_tf32_bits(uint32_t b) { return (b + 0x1000u) & 0xffffe000u; }
+__device__ __forceinline__ uint32_t round_tf32(float x) { return round_tf32_bits(__float_as_uint(x)); }
 
 __device__ __forceinline__ void split_tf32(float x, uint32_t &hi, uint32_t &lo) {
 	hi = round_tf32(x);

@@ -5,9 +5,10 @@
 // cp.async. Each of the two warpgroups owns 64 rows; its A
 // fragments come from shared memory through registers, rounded to TF32 on
 // the way (round_tf32, as k_gemm_tc), and the tile of W is read by the tensor
-// cores from shared memory in the 128-byte swizzled K-major layout, after
-// each thread rounds the chunks it copied. A stage's products run while the
-// next stage is rounded. k_gemm_tc's warps issue mma.sync with both operands
+// cores from shared memory in the 128-byte swizzled K-major layout. The
+// tensor cores would truncate W to TF32, so W comes rounded to nearest
+// already (DevConv::wt, rounded once at load): k_gemm_tc's numerics. A
+// stage's products run while the next stage's copies land. k_gemm_tc's warps issue mma.sync with both operands
 // through registers, bound by shared-memory traffic: on the vocoder's shapes
 // at 64 streams cuBLAS's TF32 product ran 1.5-3 times faster than it
 // (tools/gpu/micro/cublas_probe.cu), this kernel 1.2-1.9 times
@@ -74,6 +75,7 @@ template <int NA, int KS> __device__ __forceinline__ void wg_wait(float (&acc)[N
 		for (int i = 0; i < 4; i++) wg_keep(fa[kk][i]);
 }
 
+// W rounded to nearest TF32 (above).
 template <int BN>
 __global__ void __launch_bounds__(256) k_gemm_wg(AOp a, const float *__restrict__ W, int M, int N, int K,
                                                  int kChunk, Epi e, float *__restrict__ ws) {
@@ -134,21 +136,11 @@ __global__ void __launch_bounds__(256) k_gemm_wg(AOp a, const float *__restrict_
 	for (int t = 0; t < nt; t++) {
 		const int st = t % WG_STAGES;
 		asm volatile("cp.async.wait_group %0;" ::"n"(WG_STAGES - 2));
-		// The tensor cores read W's tile as TF32 by dropping the low bits;
-		// round the chunks this thread copied to nearest instead.
-#pragma unroll
-		for (int l = 0; l < LB; l++) {
-			uint4 *p = reinterpret_cast<uint4 *>(Bs + st * BST + boff[l]);
-			uint4 v = *p;
-			v.x = round_tf32(__uint_as_float(v.x));
-			v.y = round_tf32(__uint_as_float(v.y));
-			v.z = round_tf32(__uint_as_float(v.z));
-			v.w = round_tf32(__uint_as_float(v.w));
-			*p = v;
-		}
+		// The copies were the generic proxy's writes; the tensor cores read
+		// through the async proxy.
 		asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-		// The previous stage's products ran while this one was rounded; they
-		// end before its fragments' registers and its buffer are reused.
+		// The previous stage's products end before its fragments' registers
+		// and its buffer are reused.
 		wg_wait(acc, fa);
 		__syncthreads(); // stage t is in; every warp is done with stage t - 1's buffer
 		load();          // stage t + WG_STAGES - 1, into that buffer
