@@ -273,8 +273,9 @@ int build_model(tbc_model *m, const tbc_weights *w) {
 	m->cfg = *w;
 	const tbc_weights &c = *w;
 	if (c.codebook_size < 1 || c.cb_dim < 1 || c.codebook_dim < 1 || c.latent < 1 || c.hidden < 1 || c.heads < 1 ||
-	    c.kv_heads < 1 || c.heads % c.kv_heads || c.head_dim < 2 || c.head_dim % 2 || c.head_dim > 1024 ||
+	    c.kv_heads < 1 || c.heads % c.kv_heads || c.head_dim < 4 || c.head_dim % 4 || c.head_dim > 1024 ||
 	    c.intermediate < 1 || c.layers < 0 || c.layers > TBC_MAX_LAYERS || c.window < 1 || c.window > 4096 ||
+	    attn_smem(c.head_dim, c.window) > 48 * 1024 ||
 	    c.n_up < 0 || c.n_up > TBC_MAX_UP || c.n_blocks < 1 || c.n_blocks > TBC_MAX_BLOCKS) {
 		set_err("codec config out of range (layers %d, up %d, blocks %d, head_dim %d, window %d)", c.layers, c.n_up,
 		        c.n_blocks, c.head_dim, c.window);
@@ -660,7 +661,7 @@ int forward(tbc_pool *s, int B, int T) {
 		if (norm_linear(s, s->h, L.in_norm, c.rms_eps, L.wqkv, BT, m->qkvw, Hd, epi_out(s->qkv, nullptr))) return -1;
 		LAUNCH(k_rope_kv2, dim3(((nh + nkv) * hd / 2 + 255) / 256, BT), 256, 0, s->qkv, kc, vc, m->inv_freq, tr, nh,
 		       nkv, hd, s->cap);
-		LAUNCH(k_attn2, dim3(nh, BT), 128, sizeof(float) * (hd + c.window), s->qkv, kc, vc, s->att, tr, nh, nkv, hd,
+		LAUNCH(k_attn2, dim3(nh, BT), ATT_T, attn_smem(hd, c.window), s->qkv, kc, vc, s->att, tr, nh, nkv, hd,
 		       c.window, s->cap, (float)(1.0 / sqrt((double)hd)));
 		Epi e = epi_out(s->h, nullptr);
 		e.scale = L.attn_scale;
