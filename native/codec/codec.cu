@@ -661,8 +661,13 @@ int forward(tbc_pool *s, int B, int T) {
 		if (norm_linear(s, s->h, L.in_norm, c.rms_eps, L.wqkv, BT, m->qkvw, Hd, epi_out(s->qkv, nullptr))) return -1;
 		LAUNCH(k_rope_kv2, dim3(((nh + nkv) * hd / 2 + 255) / 256, BT), 256, 0, s->qkv, kc, vc, m->inv_freq, tr, nh,
 		       nkv, hd, s->cap);
-		LAUNCH(k_attn2, dim3(nh, BT), ATT_T, attn_smem(hd, c.window), s->qkv, kc, vc, s->att, tr, nh, nkv, hd,
-		       c.window, s->cap, (float)(1.0 / sqrt((double)hd)));
+		const float scale = (float)(1.0 / sqrt((double)hd));
+		if (B == 1)
+			LAUNCH(k_attn_lone, dim3(nh, BT), 128, sizeof(float) * (hd + c.window), s->qkv, kc, vc, s->att, tr, nh,
+			       nkv, hd, c.window, s->cap, scale);
+		else
+			LAUNCH(k_attn, dim3(nh, BT), ATT_T, attn_smem(hd, c.window), s->qkv, kc, vc, s->att, tr, nh, nkv, hd,
+			       c.window, s->cap, scale);
 		Epi e = epi_out(s->h, nullptr);
 		e.scale = L.attn_scale;
 		e.res = s->h;
@@ -801,7 +806,8 @@ int preload() {
 	CK(cudaFuncGetAttributes(&fa, k_skinny2<3, true, false>));
 	CK(cudaFuncGetAttributes(&fa, k_skinny2<3, false, false>));
 	CK(cudaFuncGetAttributes(&fa, k_rope_kv2));
-	CK(cudaFuncGetAttributes(&fa, k_attn2));
+	CK(cudaFuncGetAttributes(&fa, k_attn));
+	CK(cudaFuncGetAttributes(&fa, k_attn_lone));
 	CK(cudaFuncGetAttributes(&fa, k_splitk_epi));
 	CK(cudaFuncGetAttributes(&fa, k_dequant));
 	CK(cudaFuncGetAttributes(&fa, k_dwconv_ln));

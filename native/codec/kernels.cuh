@@ -332,6 +332,66 @@ __global__ void k_rope_kv2(float *__restrict__ qkv, float *__restrict__ Kc, floa
 	for (int q = i; q < kvw; q += gridDim.x * blockDim.x) vc[q] = v[q];
 }
 
+// Attention for a push of one stream: one block of 4 warps per (head, row);
+// scores one key per warp at a time with the head dimension across lanes
+// (coalesced rows), then each thread owns output dims and sums keys in an
+// unrolled loop. k_attn below takes a push ~0.2 ms sooner (H100: a full
+// window 54.5 -> 15.4 us a launch, a one-stream push 1.12 -> 0.92 ms), but
+// with it a lone utterance ran slower end to end (RTF 0.0358 -> 0.0362, the
+// LM's frame 2.83 -> 2.86 ms beside the codec; H100, interleaved runs):
+// that path keeps this form. Dynamic shared memory: hd + win floats.
+__global__ void __launch_bounds__(128) k_attn_lone(const float *__restrict__ qkv, const float *__restrict__ Kc0,
+                                                   const float *__restrict__ Vc0, float *__restrict__ out, TRows tr,
+                                                   int nh, int nkv, int hd, int win, int cap, float scale) {
+	dep_start();
+	extern __shared__ float sm[];
+	__shared__ float red[32];
+	const int h = blockIdx.x, t = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	const int b = t / tr.T, sl = __ldg(tr.slot + b);
+	const float *Kc = Kc0 + sl * tr.kvSlot, *Vc = Vc0 + sl * tr.kvSlot;
+	const int64_t pos = tr.pos[sl] + (t - b * tr.T);
+	const int64_t first = pos - win + 1 > 0 ? pos - win + 1 : 0;
+	const int n = (int)(pos - first + 1);
+	const int kvw = nkv * hd, kh = h / (nh / nkv);
+	float *q = sm, *p = sm + hd;
+	const float *qr = qkv + (size_t)t * (nh * hd + 2 * kvw) + h * hd;
+	for (int e = threadIdx.x; e < hd; e += blockDim.x) q[e] = qr[e];
+	__syncthreads();
+	for (int j = warp; j < n; j += 4) {
+		const float *kr = Kc + (size_t)((first + j) % cap) * kvw + kh * hd;
+		float s = 0.f;
+		for (int e = lane; e < hd; e += 32) s = fmaf(q[e], kr[e], s);
+		s = warp_sum(s);
+		if (lane == 0) p[j] = s * scale;
+	}
+	__syncthreads();
+	float mx = -INFINITY;
+	for (int j = threadIdx.x; j < n; j += blockDim.x) mx = fmaxf(mx, p[j]);
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+	if (lane == 0) red[warp] = mx;
+	__syncthreads();
+	mx = fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
+	__syncthreads();
+	float sum = 0.f;
+	for (int j = threadIdx.x; j < n; j += blockDim.x) {
+		float ev = expf(p[j] - mx);
+		p[j] = ev;
+		sum += ev;
+	}
+	sum = block_sum(sum, red);
+	__syncthreads();
+	for (int j = threadIdx.x; j < n; j += blockDim.x) p[j] /= sum;
+	__syncthreads();
+	for (int e = threadIdx.x; e < hd; e += blockDim.x) {
+		float o = 0.f;
+		const float *vb = Vc + kh * hd + e;
+#pragma unroll 8
+		for (int j = 0; j < n; j++) o = fmaf(p[j], vb[(size_t)((first + j) % cap) * kvw], o);
+		out[(size_t)t * nh * hd + h * hd + e] = o;
+	}
+}
+
 // Attention over the sliding window: one block of 4 warps a (head, row).
 // Each 8 lanes score one key (its row read coalesced, q from shared
 // memory), 16 keys at once and up to 80 with their loads issued together;
@@ -341,7 +401,8 @@ __global__ void k_rope_kv2(float *__restrict__ qkv, float *__restrict__ Kc, floa
 // order. The earlier form, each warp scoring one key at a time across its
 // lanes and one thread an output dim over the whole window, waited for ~27
 // round trips to memory: ~33 us a launch at any stream count (H100, ncu),
-// 8 launches a tenth of a 16-stream codec launch. hd a multiple of 4.
+// 8 launches a tenth of a 16-stream codec launch. For launches of several
+// streams (a push of one keeps k_attn_lone). hd a multiple of 4.
 constexpr int ATT_T = 128, ATT_WARPS = ATT_T / 32;
 constexpr int ATT_KEYS = ATT_T / 8; // keys scored at once, 8 lanes each
 constexpr int ATT_ROUNDS = 5;        // ... whose loads are issued together
@@ -349,9 +410,9 @@ __host__ __device__ constexpr int attn_round4(int x) { return (x + 3) / 4 * 4; }
 // Dynamic shared memory: q, the scores, the warps' partial outputs.
 constexpr size_t attn_smem(int hd, int win) { return sizeof(float) * ((1 + ATT_WARPS) * hd + attn_round4(win)); }
 
-__global__ void __launch_bounds__(ATT_T) k_attn2(const float *__restrict__ qkv, const float *__restrict__ Kc0,
-                                                 const float *__restrict__ Vc0, float *__restrict__ out, TRows tr,
-                                                 int nh, int nkv, int hd, int win, int cap, float scale) {
+__global__ void __launch_bounds__(ATT_T) k_attn(const float *__restrict__ qkv, const float *__restrict__ Kc0,
+                                                const float *__restrict__ Vc0, float *__restrict__ out, TRows tr,
+                                                int nh, int nkv, int hd, int win, int cap, float scale) {
 	dep_start();
 	extern __shared__ __align__(16) float sm[];
 	const int h = blockIdx.x, t = blockIdx.y, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
