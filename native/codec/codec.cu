@@ -202,22 +202,19 @@ int upload_vec(tbc_model *m, float **dst, const std::vector<float> &v) {
 	return 0;
 }
 
-// upload_tf32 gives a conv of several taps its weights rounded to nearest
-// TF32 (DevConv::wt) where k_gemm_wg may take it: a second copy of the
-// vocoder's ~50 M such weights (~200 MB at the released shapes). Rounding
-// them in k_gemm_wg's shared memory, at every tile, cost ~0.1 ms of a launch of 64
-// streams (docs/dev/batch.md).
-int upload_tf32(tbc_model *m, DevConv &d, const float *src) {
+// upload_tf32 gives a conv of several taps, whose weights d.w are on the
+// device, their copy rounded to nearest TF32 (DevConv::wt) where k_gemm_wg
+// may take it: ~50 M such weights (~200 MB at the released shapes), rounded
+// on the device. Rounding them in k_gemm_wg's shared memory, at every tile,
+// cost ~0.1 ms of a launch of 64 streams (docs/dev/batch.md).
+int upload_tf32(tbc_model *m, DevConv &d) {
 	if (d.k < 2 || !m->wg_bytes[0][0]) return 0;
 	const size_t n = (size_t)d.out * d.k * d.in;
-	std::vector<float> r(n);
-	for (size_t i = 0; i < n; i++) {
-		uint32_t b;
-		memcpy(&b, src + i, 4);
-		b = round_tf32_bits(b);
-		memcpy(&r[i], &b, 4);
-	}
-	return upload_vec(m, &d.wt, r);
+	if (dev_alloc(m->allocs, &d.wt, n)) return -1;
+	k_round_tf32<<<(unsigned)std::min<size_t>((n + 255) / 256, 4096), 256>>>(d.w, d.wt, n);
+	CK(cudaGetLastError());
+	CK(cudaStreamSynchronize(0)); // the pools' streams do not wait for the default stream
+	return 0;
 }
 
 int up_conv(tbc_model *m, DevConv &d, const tbc_conv &c, int in, int out, const char *what) {
@@ -226,7 +223,7 @@ int up_conv(tbc_model *m, DevConv &d, const tbc_conv &c, int in, int out, const 
 		return -1;
 	}
 	d.in = in, d.out = out, d.k = c.k, d.dil = c.dil;
-	if (upload(m, &d.w, c.w, (size_t)out * c.k * in, what) || upload_tf32(m, d, c.w)) return -1;
+	if (upload(m, &d.w, c.w, (size_t)out * c.k * in, what) || upload_tf32(m, d)) return -1;
 	if (c.b && upload(m, &d.b, c.b, out, what)) return -1;
 	return 0;
 }
@@ -253,7 +250,7 @@ int up_transconv(tbc_model *m, DevConv &d, const tbc_transconv &t, int in, const
 		}
 	}
 	d.in = in, d.out = N, d.k = t.taps, d.dil = 1;
-	if (upload_vec(m, &d.w, w) || upload_tf32(m, d, w.data())) return -1;
+	if (upload_vec(m, &d.w, w) || upload_tf32(m, d)) return -1;
 	return upload(m, &d.b, t.b, N, what);
 }
 
@@ -269,13 +266,15 @@ std::vector<float> cat_rows(std::initializer_list<std::pair<const float *, size_
 	return v;
 }
 
+// k_attn's shared memory at the largest head_dim and window build_model takes.
+static_assert(attn_smem(1024, 4096) <= 48 * 1024, "k_attn needs no opt-in shared memory");
+
 int build_model(tbc_model *m, const tbc_weights *w) {
 	m->cfg = *w;
 	const tbc_weights &c = *w;
 	if (c.codebook_size < 1 || c.cb_dim < 1 || c.codebook_dim < 1 || c.latent < 1 || c.hidden < 1 || c.heads < 1 ||
 	    c.kv_heads < 1 || c.heads % c.kv_heads || c.head_dim < 4 || c.head_dim % 4 || c.head_dim > 1024 ||
 	    c.intermediate < 1 || c.layers < 0 || c.layers > TBC_MAX_LAYERS || c.window < 1 || c.window > 4096 ||
-	    attn_smem(c.head_dim, c.window) > 48 * 1024 ||
 	    c.n_up < 0 || c.n_up > TBC_MAX_UP || c.n_blocks < 1 || c.n_blocks > TBC_MAX_BLOCKS) {
 		set_err("codec config out of range (layers %d, up %d, blocks %d, head_dim %d, window %d)", c.layers, c.n_up,
 		        c.n_blocks, c.head_dim, c.window);

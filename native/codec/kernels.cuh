@@ -513,8 +513,15 @@ __global__ void __launch_bounds__(ATT_T) k_attn(const float *__restrict__ qkv, c
 // checks), and the two of a split were most of the product's instructions.
 // Inputs are finite activations and weights; the rounding would carry a
 // value within 2^-11 of FLT_MAX into infinity.
-__host__ __device__ __forceinline__ uint32_t round_tf32_bits(uint32_t b) { return (b + 0x1000u) & 0xffffe000u; }
-__device__ __forceinline__ uint32_t round_tf32(float x) { return round_tf32_bits(__float_as_uint(x)); }
+__device__ __forceinline__ uint32_t round_tf32(float x) { return (__float_as_uint(x) + 0x1000u) & 0xffffe000u; }
+
+// dst[i] = src[i] rounded to nearest TF32 (round_tf32), for i < n (dst may
+// be src): weights that k_gemm_wg's tensor cores read from shared memory,
+// rounded once at load.
+__global__ void k_round_tf32(const float *src, float *dst, size_t n) {
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+		dst[i] = __uint_as_float(round_tf32(src[i]));
+}
 
 __device__ __forceinline__ void split_tf32(float x, uint32_t &hi, uint32_t &lo) {
 	hi = round_tf32(x);

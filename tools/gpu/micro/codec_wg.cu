@@ -44,16 +44,11 @@ int main() {
   std::vector<float> h(std::max(xmax, wmax));
   for (size_t i = 0; i < xmax; i++) h[i] = sinf(i * 0.37f) * 0.8f;
   cudaMemcpy(x, h.data(), xmax * 4, cudaMemcpyHostToDevice);
+  for (size_t i = 0; i < wmax; i++) h[i] = cosf(i * 0.011f) * 0.05f;
+  cudaMemcpy(w, h.data(), wmax * 4, cudaMemcpyHostToDevice);
   // Rounded to TF32 as the codec's copy for k_gemm_wg (DevConv::wt) is;
   // k_gemm_tc rounds them again, to the same values.
-  for (size_t i = 0; i < wmax; i++) {
-    const float v = cosf(i * 0.011f) * 0.05f;
-    uint32_t b;
-    memcpy(&b, &v, 4);
-    b = round_tf32_bits(b);
-    memcpy(&h[i], &b, 4);
-  }
-  cudaMemcpy(w, h.data(), wmax * 4, cudaMemcpyHostToDevice);
+  k_round_tf32<<<4096, 256>>>(w, w, wmax);
   for (int S : {16, 64}) {
     float sum[2] = {0, 0};
     for (const Conv& v : convs) {
