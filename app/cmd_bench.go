@@ -81,9 +81,9 @@ type stabilityReport struct {
 // sees it: TTFC is request -> first 80 ms PCM chunk ready in Go.
 type e2eReport struct {
 	Text         string  `json:"text"`
-	Frames       int     `json:"frames"` // fixed with ExactFrames: random weights never learned EOS
-	ChunkFrames  int     `json:"chunk_frames"`
-	Runs         int     `json:"runs"` // measured runs, after one warm-up
+	Frames       int     `json:"frames"`       // fixed with ExactFrames: random weights never learned EOS
+	ChunkFrames  int     `json:"chunk_frames"` // 0: the engine's choice (engine.Request.ChunkFrames)
+	Runs         int     `json:"runs"`         // measured runs, after one warm-up
 	TTFCp50MS    float64 `json:"ttfc_p50_ms"`
 	TTFCp95MS    float64 `json:"ttfc_p95_ms"`
 	LMFrameMS    float64 `json:"lm_frame_ms"`    // median over runs of the mean per frame
@@ -156,7 +156,7 @@ func runBench(args []string, stdout, stderr io.Writer) error {
 	intFlagVar(fs, &f.codecFrames, "codec-frames", 10, 0, maxFrames, "skip", "frames for the codec benchmark (0 = skip)")
 	intFlagVar(fs, &f.e2eFrames, "e2e-frames", 0, 0, maxFrames, "skip", "frames per end-to-end run from text (0 = skip; 125 = a 10 s utterance)")
 	intFlagVar(fs, &f.e2eRuns, "e2e-runs", 3, 1, maxRuns, "", "measured end-to-end runs (after one warm-up)")
-	intFlagVar(fs, &f.chunkFrames, "chunk-frames", 1, 1, 64, "", "end to end: frames a PCM chunk after the first (talkbox serve uses 2)")
+	intFlagVar(fs, &f.chunkFrames, "chunk-frames", 0, 0, 64, "the engine's", "end to end: frames a PCM chunk after the first (0 = the engine's choice, as the window and talkbox serve use: larger while the audio sent is ahead, up to 8)")
 	intFlagVar(fs, &f.streams, "streams", 0, 0, 64, "skip", "also run N utterances of --e2e-frames at once on one engine (0 = skip)")
 	fs.StringVar(&f.batch, "batch", "", "CUDA: also time B utterances of --frames frames in one batch, and the codec decoding B streams in one launch, for each B of a comma list (e.g. 1,2,4,8,16,32,64)")
 	intFlagVar(fs, &f.stability, "stability", 0, 0, maxFrames, "skip", "also run one sampled utterance of N frames and check every code (0 = skip)")

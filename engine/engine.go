@@ -417,21 +417,23 @@ func (e *Engine) SampleRate() int { return e.codec.SampleRate() }
 // Err on failure), then the channel closes. Consumers read until it closes.
 func (e *Engine) Synthesize(ctx context.Context, req Request) (<-chan Chunk, error) {
 	start := time.Now()
+	// In flight from here, not from the end of prepare: a burst's requests
+	// count as company for lmRoute while their prompts are prepared, so
+	// the first prompt ready does not take the single-stream LM because
+	// the others' preparation outlasted soloWait.
+	e.route.begin()
 	p, opt, ctxCodes, err := e.prepare(req)
 	if err != nil {
+		e.route.end()
 		return nil, err
 	}
-	chunkFrames := req.ChunkFrames
-	if chunkFrames <= 0 {
-		chunkFrames = 1
-	}
+	chunkFrames := max(req.ChunkFrames, 0)
 	out := make(chan Chunk, 4)
 	s := &stream{lm: e.lm, codec: e.codec, prompt: p, opt: opt, chunkFrames: chunkFrames, start: start,
 		prepare: time.Since(start), device: e.lm.Device(), openCodec: e.takeCodecStream, releaseCodec: e.keepCodecStream,
 		contextCodes: ctxCodes}
 	_, lmOnCPU := e.lm.(*cpu.LM)
 	s.sharedCores = lmOnCPU && e.gpuCodec == nil
-	e.route.begin()
 	go func() {
 		defer e.route.end()
 		// The single-stream LM holds one KV cache: one utterance at a time

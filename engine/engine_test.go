@@ -93,6 +93,11 @@ func TestSynthesizeBadRequests(t *testing.T) {
 			t.Errorf("%q/%q/%q: got %v, want %v", tc.req.Text[:min(len(tc.req.Text), 8)], tc.req.Voice, tc.req.Language, err, tc.want)
 		}
 	}
+	// A refused request is no longer in flight: lmRoute would otherwise
+	// count it as company for good and send a lone utterance to the batch.
+	if n := e.route.inflight.Load(); n != 0 {
+		t.Errorf("%d utterances in flight after the refused requests, want 0", n)
+	}
 	if _, err := Open(context.Background(), t.TempDir(), Options{}); err == nil {
 		t.Error("empty directory opened")
 	}

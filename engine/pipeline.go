@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"sync"
 	"time"
 
@@ -25,6 +26,14 @@ const frameBuffer = 8
 // A machine that keeps up keeps the requested size, so its first chunks
 // follow each other without a gap.
 const slowChunkFrames = 4
+
+// maxAutoChunkFrames caps a chunk the engine sizes itself (autoChunk): 640 ms
+// of audio. H100, synthetic 0.6B, 10 s utterances (docs/dev/batch.md): a lone
+// utterance in chunks of 1, 2, 4, 8, 16 frames gave RTF 0.0357, 0.0343,
+// 0.0334, 0.0330, 0.0331, since each GPU push reads the codec's weights once
+// for all its frames and leaves the LM more of the GPU (LM 2.83 -> 2.60 ms a
+// frame); 16 at once 0.0690 -> 0.0663 at 8, 64 at once 0.1469 -> 0.1426 at 4.
+const maxAutoChunkFrames = 8
 
 // framePace tracks how fast frames reach the codec, from frame 1 on (frame 0
 // comes after the prefill, and frame 1 may have waited for the first chunk).
@@ -51,6 +60,25 @@ func (p *framePace) slow() bool {
 	return p.frames > 0 && p.last.Sub(p.first) > time.Duration(p.frames)*p.frame
 }
 
+// autoChunk is the size of the next chunk when the request leaves it to the
+// engine: the largest power of two of frames that the listener's buffer
+// covers twice over, up to maxAutoChunkFrames. ahead is the audio sent minus
+// the time since the first chunk (what a player that started on the first
+// chunk still holds); the factor two leaves room for the codec's push and
+// for frames that come late. Until a frame time is known, and whenever the
+// buffer is short, it is one frame, so larger chunks never make a listener
+// wait. The run loop ends such chunks on multiples of their size.
+func (p *framePace) autoChunk(ahead time.Duration) int {
+	if p.frames == 0 || ahead <= 0 {
+		return 1
+	}
+	n := maxAutoChunkFrames
+	if perFrame := p.last.Sub(p.first) / time.Duration(p.frames); perFrame > 0 {
+		n = int(min(max(ahead/(2*perFrame), 1), maxAutoChunkFrames))
+	}
+	return 1 << (bits.Len(uint(n)) - 1)
+}
+
 // stream is one utterance flowing through LM and codec. It runs two
 // goroutines: the LM producing frames, and the codec turning them into PCM
 // chunks on out. out is closed after the final chunk.
@@ -63,7 +91,7 @@ type stream struct {
 	releaseCodec func(backend.CodecStream)
 	prompt       backend.Prompt
 	opt          backend.GenerateOptions
-	chunkFrames  int
+	chunkFrames  int // frames a chunk after the first; 0: autoChunk
 	start        time.Time
 	prepare      time.Duration // tokenizer + prompt builder, before start of the LM
 	device       string
@@ -134,6 +162,7 @@ func (s *stream) run(ctx context.Context, out chan<- Chunk) {
 		codecTime time.Duration
 		sent      int
 		samples   int
+		firstSent time.Time // when the first chunk went out
 	)
 	// flush decodes pending as one chunk. lmRunning is false for the first
 	// chunk (on shared cores the LM is held for it) and the last (the LM is
@@ -164,6 +193,7 @@ func (s *stream) run(ctx context.Context, out chan<- Chunk) {
 		if sent == 0 {
 			stats.TTFC = c.Since
 			stats.FirstCodec = time.Since(t0)
+			firstSent = time.Now()
 			unhold()
 		}
 		select {
@@ -188,14 +218,23 @@ func (s *stream) run(ctx context.Context, out chan<- Chunk) {
 		pending = append(pending, f.Codes)
 		pace.arrived(f.Index)
 		// The first chunk is the first frame, for the lowest time to first audio.
-		want := s.chunkFrames
+		want, auto := s.chunkFrames, s.chunkFrames == 0 && sent > 0
 		switch {
 		case sent == 0:
 			want = 1
-		case s.sharedCores && pace.slow():
+		case auto:
+			sentAudio := time.Duration(samples) * time.Second / time.Duration(s.codec.SampleRate())
+			want = pace.autoChunk(sentAudio - time.Since(firstSent))
+		}
+		if sent > 0 && s.sharedCores && pace.slow() {
 			want = max(want, slowChunkFrames)
 		}
-		if len(pending) >= want {
+		// A chunk the engine sizes ends on a multiple of its size: the
+		// streams of a batch that started together then push the same
+		// frames at the same time, and the GPU codec decodes them in one
+		// launch (its merger gathers a push from every stream) instead of
+		// one launch for each phase.
+		if len(pending) >= want || auto && (firstIdx+len(pending))%want == 0 {
 			if !flush(sent > 0) {
 				continue
 			}

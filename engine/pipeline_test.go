@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -346,5 +347,76 @@ func TestPipelineSlowSharedCoresDecodeInLargerChunks(t *testing.T) {
 		if chunks[0].Frames != 1 || biggest != tc.max {
 			t.Errorf("LM at %v a frame: first chunk %d frames, largest %d, want 1 and %d", tc.delay, chunks[0].Frames, biggest, tc.max)
 		}
+	}
+}
+
+// TestAutoChunkFollowsTheListenersBuffer: a chunk the engine sizes holds the
+// largest power of two of frames that the audio ahead of the listener covers
+// twice over, one while the frame time is unknown or the buffer is empty, at
+// most maxAutoChunkFrames.
+func TestAutoChunkFollowsTheListenersBuffer(t *testing.T) {
+	t0 := time.Now()
+	pace := func(frames int, per time.Duration) *framePace {
+		return &framePace{frame: 80 * time.Millisecond, first: t0, frames: frames, last: t0.Add(time.Duration(frames) * per)}
+	}
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		p     *framePace
+		ahead time.Duration
+		want  int
+	}{
+		{pace(0, 0), time.Second, 1},                                  // no frame time yet
+		{pace(4, 10*ms), 0, 1},                                        // the listener is waiting
+		{pace(4, 10*ms), -50 * ms, 1},                                 // and has been for a while
+		{pace(4, 10*ms), 39 * ms, 1},                                  // 39 ms cover one frame of 10 twice over
+		{pace(4, 10*ms), 60 * ms, 2},                                  // 60 / (2 x 10) = 3, down to a power of two
+		{pace(4, 10*ms), 80 * ms, 4},                                  // 80 / (2 x 10)
+		{pace(4, 10*ms), 150 * ms, 4},                                 // 7.5
+		{pace(4, 2500*time.Microsecond), 75 * ms, maxAutoChunkFrames}, // capped
+		{pace(4, 60*ms), 80 * ms, 1},                                  // near real time: one frame a chunk
+		{pace(10, 60*ms), 280 * ms, 2},                                // until the buffer has grown
+	} {
+		if got := tc.p.autoChunk(tc.ahead); got != tc.want {
+			perFrame := time.Duration(0)
+			if tc.p.frames > 0 {
+				perFrame = tc.p.last.Sub(tc.p.first) / time.Duration(tc.p.frames)
+			}
+			t.Errorf("frame every %v, %v ahead: chunk of %d frames, want %d", perFrame, tc.ahead, got, tc.want)
+		}
+	}
+}
+
+// TestPipelineAutoChunksGrowWhenAhead: with the chunk size left to the engine
+// (0), an LM 40 times faster than real time gets a one-frame first chunk,
+// then chunks of up to maxAutoChunkFrames that end on multiples of their
+// size (rounded down to a power of two), every frame once and in order, each
+// chunk ready before the audio sent before it has played.
+func TestPipelineAutoChunksGrowWhenAhead(t *testing.T) {
+	const frames = 40
+	s := &stream{lm: &fakeLM{n: frames, delay: 2 * time.Millisecond}, codec: &fakeCodec{}, chunkFrames: 0}
+	chunks := collect(t, runStream(context.Background(), s))
+	biggest, next := 0, 0
+	var played time.Duration // audio sent before each chunk, from the first
+	for i, c := range chunks {
+		if c.Final && len(c.PCM) == 0 {
+			continue
+		}
+		if c.FirstFrame != next {
+			t.Fatalf("chunk %d starts at frame %d, want %d", i, c.FirstFrame, next)
+		}
+		if i > 0 && c.Since-chunks[0].Since > played {
+			t.Errorf("chunk %d came %v after the first, when the %v sent before it had played", i, c.Since-chunks[0].Since, played)
+		}
+		if i > 0 && !c.Final {
+			if size := 1 << (bits.Len(uint(c.Frames)) - 1); (c.FirstFrame+c.Frames)%size != 0 {
+				t.Errorf("chunk %d (frames %d-%d) does not end on a multiple of %d", i, c.FirstFrame, c.FirstFrame+c.Frames-1, size)
+			}
+		}
+		next += c.Frames
+		played += time.Duration(c.Frames) * 80 * time.Millisecond
+		biggest = max(biggest, c.Frames)
+	}
+	if next != frames || chunks[0].Frames != 1 || biggest != maxAutoChunkFrames {
+		t.Errorf("%d frames, first chunk %d, largest %d; want %d, 1 and %d", next, chunks[0].Frames, biggest, frames, maxAutoChunkFrames)
 	}
 }

@@ -44,7 +44,10 @@ type Request struct {
 	Seed              uint64
 	ExactFrames       int // > 0: exactly this many frames, ignoring EOS
 	// ChunkFrames is the number of frames per PCM chunk after the first
-	// (the first chunk is always one frame). 0 = 1.
+	// (the first chunk is always one frame). 0 = the engine's choice: each
+	// chunk as large as the audio already sent covers twice over, up to 8
+	// frames, so a machine far ahead of real time decodes in fewer, larger
+	// pushes without making the listener wait.
 	ChunkFrames int
 }
 

@@ -40,11 +40,6 @@ type speechRequest struct {
 // maxFrames bounds Frames: 10 minutes of audio.
 const maxFrames = 7500
 
-// chunkFrames is the engine's chunk after the first (which is one frame):
-// two 80 ms frames per write keeps flushes few without adding latency to
-// the first audio.
-const chunkFrames = 2
-
 // badRequest is a 400 with the offending parameter.
 type badRequest struct{ param, msg string }
 
@@ -81,7 +76,7 @@ func (s *Server) parseSpeech(body []byte) (*speechJob, error) {
 	if in.Frames < 0 || in.Frames > maxFrames {
 		return nil, &badRequest{"frames", fmt.Sprintf("frames %d is outside 0 to %d", in.Frames, maxFrames)}
 	}
-	job.req = engine.Request{Text: *in.Input, Language: in.Language, ChunkFrames: chunkFrames, ExactFrames: in.Frames}
+	job.req = engine.Request{Text: *in.Input, Language: in.Language, ExactFrames: in.Frames}
 
 	name, err := voiceName(in.Voice)
 	if err != nil {

@@ -189,24 +189,34 @@ func (bt *Batcher) run() {
 		}
 	}
 	for {
-		if len(active) > 0 && len(waiting) == len(active) {
-			bt.step(waiting, teach)
-			waiting = waiting[:0]
-			clear(teach)
-			continue
-		}
 		var m batchMsg
-		select {
-		case m = <-bt.ctl:
-		case <-bt.quit:
-			fail(errors.New("cuda: batch closed"))
-			// Streams still admitted get the same error on their next message.
-			for {
-				select {
-				case m := <-bt.ctl:
-					m.s.res <- stepResult{err: errors.New("cuda: batch closed")}
-				default:
-					return
+		if len(active) > 0 && len(waiting) == len(active) {
+			// A step is due, but admissions that came meanwhile go first:
+			// their listeners wait for a first frame, while the active
+			// streams' listeners hold audio and lose only this prefill's
+			// time. Stepping first made a burst's later arrivals wait for a
+			// step of the earlier ones before their prefill.
+			select {
+			case m = <-bt.ctl:
+			default:
+				bt.step(waiting, teach)
+				waiting = waiting[:0]
+				clear(teach)
+				continue
+			}
+		} else {
+			select {
+			case m = <-bt.ctl:
+			case <-bt.quit:
+				fail(errors.New("cuda: batch closed"))
+				// Streams still admitted get the same error on their next message.
+				for {
+					select {
+					case m := <-bt.ctl:
+						m.s.res <- stepResult{err: errors.New("cuda: batch closed")}
+					default:
+						return
+					}
 				}
 			}
 		}
