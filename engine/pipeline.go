@@ -33,6 +33,8 @@ const slowChunkFrames = 4
 // 0.0334, 0.0330, 0.0331, since each GPU push reads the codec's weights once
 // for all its frames and leaves the LM more of the GPU (LM 2.83 -> 2.60 ms a
 // frame); 16 at once 0.0690 -> 0.0663 at 8, 64 at once 0.1469 -> 0.1426 at 4.
+// With autoChunk's sizes: one stream 0.0355 -> 0.0329, 16 at once 0.069-0.070
+// -> 0.068, 64 at once unchanged within its run-to-run spread.
 const maxAutoChunkFrames = 8
 
 // framePace tracks how fast frames reach the codec, from frame 1 on (frame 0
