@@ -75,11 +75,23 @@ func (p *framePace) autoChunk(ahead time.Duration) int {
 		return 1
 	}
 	n := maxAutoChunkFrames
-	if perFrame := p.last.Sub(p.first) / time.Duration(p.frames); perFrame > 0 {
-		n = int(min(max(ahead/(2*perFrame), 1), maxAutoChunkFrames))
+	if per := p.perFrame(); per > 0 {
+		n = int(min(max(ahead/(2*per), 1), maxAutoChunkFrames))
 	}
-	return 1 << (bits.Len(uint(n)) - 1)
+	return floorPow2(n)
 }
+
+// perFrame is the mean time between frames from frame 1 on; 0 while no
+// frame after frame 1 has arrived.
+func (p *framePace) perFrame() time.Duration {
+	if p.frames == 0 {
+		return 0
+	}
+	return p.last.Sub(p.first) / time.Duration(p.frames)
+}
+
+// floorPow2 is the largest power of two <= n (n >= 1).
+func floorPow2(n int) int { return 1 << (bits.Len(uint(n)) - 1) }
 
 // stream is one utterance flowing through LM and codec. It runs two
 // goroutines: the LM producing frames, and the codec turning them into PCM

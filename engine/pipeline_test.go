@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"math/bits"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -377,11 +376,7 @@ func TestAutoChunkFollowsTheListenersBuffer(t *testing.T) {
 		{pace(10, 60*ms), 280 * ms, 2},                                // until the buffer has grown
 	} {
 		if got := tc.p.autoChunk(tc.ahead); got != tc.want {
-			perFrame := time.Duration(0)
-			if tc.p.frames > 0 {
-				perFrame = tc.p.last.Sub(tc.p.first) / time.Duration(tc.p.frames)
-			}
-			t.Errorf("frame every %v, %v ahead: chunk of %d frames, want %d", perFrame, tc.ahead, got, tc.want)
+			t.Errorf("frame every %v, %v ahead: chunk of %d frames, want %d", tc.p.perFrame(), tc.ahead, got, tc.want)
 		}
 	}
 }
@@ -408,7 +403,7 @@ func TestPipelineAutoChunksGrowWhenAhead(t *testing.T) {
 			t.Errorf("chunk %d came %v after the first, when the %v sent before it had played", i, c.Since-chunks[0].Since, played)
 		}
 		if i > 0 && !c.Final {
-			if size := 1 << (bits.Len(uint(c.Frames)) - 1); (c.FirstFrame+c.Frames)%size != 0 {
+			if size := floorPow2(c.Frames); (c.FirstFrame+c.Frames)%size != 0 {
 				t.Errorf("chunk %d (frames %d-%d) does not end on a multiple of %d", i, c.FirstFrame, c.FirstFrame+c.Frames-1, size)
 			}
 		}
