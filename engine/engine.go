@@ -220,7 +220,9 @@ func codecSlots(streams int) int {
 // instead of in the gaps between LM launches. A quarter: on an H100 (132 SMs)
 // reserving 0/8/16/24/32 gave TTFC p50 58.8/29.2/25.5/23.7/23.2 ms and RTF
 // 0.067/0.062/0.058/0.056/0.055 for a 10 s utterance (docs/dev/LATENCY.md).
-// TALKBOX_CODEC_SMS overrides it for tuning.
+// The library raises it to where its launches can switch grids (132 SMs:
+// 44), and the LM leaves them only for the frames a push runs beside
+// (codecWindow). TALKBOX_CODEC_SMS overrides it for tuning.
 func codecSMs(sms int) int {
 	if v, err := strconv.Atoi(os.Getenv("TALKBOX_CODEC_SMS")); err == nil && v >= 0 {
 		return v

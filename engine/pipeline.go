@@ -131,6 +131,8 @@ func (s *stream) run(ctx context.Context, out chan<- Chunk) {
 	}
 	lmResult := make(chan lmDone, 1)
 	opt := s.opt
+	window := newCodecWindow()
+	opt.CodecNear = window.near
 	unhold := func() {}
 	if s.sharedCores {
 		hold := make(chan struct{})
@@ -197,6 +199,7 @@ func (s *stream) run(ctx context.Context, out chan<- Chunk) {
 		}
 		pcm, err := codecStream.Push(pending)
 		release()
+		window.pushed(len(pending), time.Since(t0))
 		codecTime += time.Since(t0)
 		if err != nil {
 			codecErr = fmt.Errorf("codec: %w", err)
@@ -242,6 +245,13 @@ func (s *stream) run(ctx context.Context, out chan<- Chunk) {
 		}
 		if sent > 0 && s.sharedCores && pace.slow() {
 			want = max(want, slowChunkFrames)
+		}
+		// Where this size's chunks end: on multiples of it (auto), or every
+		// want frames from the current chunk's start.
+		if auto {
+			window.plan(want, want-1, pace.perFrame())
+		} else {
+			window.plan(want, (firstIdx+want-1)%want, pace.perFrame())
 		}
 		// A chunk the engine sizes ends on a multiple of its size: the
 		// streams of a batch that started together then push the same

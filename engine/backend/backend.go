@@ -62,6 +62,12 @@ type GenerateOptions struct {
 	// is decoded without the LM's next frame competing for them; the wait
 	// is not counted in the frame times.
 	HoldAfterFirst <-chan struct{}
+	// CodecNear, when set, reports whether the codec will be decoding on
+	// the same GPU while frame i is generated (a push in flight or due just
+	// before it). A GPU LM that leaves SMs to the codec (cuda.LM.ReserveSMs)
+	// takes every SM for the frames it answers false; the codes are the
+	// same either way. Nil: the SMs are always left.
+	CodecNear func(frame int) bool
 }
 
 // LogitsEvent reports raw logits for checks against the official outputs.

@@ -152,8 +152,8 @@ func TestGoldenTeacherForcedLogitsReservedSMs(t *testing.T) {
 	}).TestTeacherForcedLogits(t)
 }
 
-// A new LM (not the shared one of engineWithPrefill) launching on a quarter
-// fewer SMs; closed when the test that asked for it ends.
+// A new LM (not the shared one of engineWithPrefill) launching on at least
+// a quarter fewer SMs; closed when the test that asked for it ends.
 func reservedLM(t *testing.T, dir string, prefill Prefill) *LM {
 	t.Helper()
 	m, err := model.Load(dir, model.Options{})
@@ -170,7 +170,8 @@ func reservedLM(t *testing.T, dir string, prefill Prefill) *LM {
 	if err := lm.ReserveSMs(grid / 4); err != nil {
 		t.Fatal(err)
 	}
-	if g, _, _, _ := lm.Geometry(); g != grid-grid/4 {
+	// The library may leave more than asked (tb_reserve_sms), never fewer.
+	if g, _, _, _ := lm.Geometry(); g > grid-grid/4 || g < grid/2 {
 		t.Fatalf("grid %d after reserving %d of %d SMs", g, grid/4, grid)
 	}
 	return lm

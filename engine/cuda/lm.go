@@ -85,6 +85,12 @@ type LM struct {
 	grid, threads, smem int
 	tokensPerPass       int
 	textH               int // text projection width on the GPU; 0: not uploaded
+	// sms: the grid at load (one CTA an SM); reserved: SMs left to the GPU
+	// codec (ReserveSMs); leaving: whether
+	// the next launch leaves them (Generate takes them back for the frames
+	// GenerateOptions.CodecNear says the codec is idle).
+	sms, reserved int
+	leaving       bool
 }
 
 // New uploads m's language-model weights (bf16) to the GPU and warms up the
@@ -126,6 +132,7 @@ func NewLM(m *model.Model, opt Options) (*LM, error) {
 	var g, th, sm, mm C.int
 	C.nl_tb_geometry(e, &g, &th, &sm, &mm, &ce)
 	lm.grid, lm.threads, lm.smem, lm.tokensPerPass = int(g), int(th), int(sm), int(mm)
+	lm.sms = lm.grid
 	if !opt.SkipWarmup {
 		if err := lm.Warmup(); err != nil {
 			lm.Close()
@@ -141,10 +148,13 @@ func (lm *LM) Spec() backend.Spec { return lm.spec }
 // Device names the GPU.
 func (lm *LM) Device() string { return lm.device }
 
-// ReserveSMs launches the persistent kernel on n fewer SMs, leaving them to
-// other streams: kernels of another stream cannot share an SM with it (it
-// holds every register), so without free SMs the GPU codec only runs in the
-// gaps between frames. n must be at most half the SMs.
+// ReserveSMs launches the persistent kernel on at least n fewer SMs, leaving
+// them to other streams: kernels of another stream cannot share an SM with it
+// (it holds every register), so without free SMs the GPU codec only runs in
+// the gaps between frames. n must be at most half the SMs; the library may
+// leave more, the fewest at which its launches can switch between both grids
+// with the same results (132 SMs: 33 -> 44). Generate leaves them only for
+// the frames GenerateOptions.CodecNear names (all when it is nil).
 func (lm *LM) ReserveSMs(n int) error {
 	lm.mu.Lock()
 	defer lm.mu.Unlock()
@@ -157,6 +167,7 @@ func (lm *LM) ReserveSMs(n int) error {
 	}
 	var g, th, sm, mm C.int
 	C.nl_tb_geometry(lm.e, &g, &th, &sm, &mm, &ce)
+	lm.reserved, lm.leaving = lm.sms-int(g), true // the library may leave more than n
 	lm.grid = int(g)
 	return nil
 }
@@ -164,6 +175,18 @@ func (lm *LM) ReserveSMs(n int) error {
 // Geometry reports the launch shape chosen from the device at load time.
 func (lm *LM) Geometry() (grid, threads, smemBytes, tokensPerPass int) {
 	return lm.grid, lm.threads, lm.smem, lm.tokensPerPass
+}
+
+// leaveSMs makes the next launches leave the reserved SMs or take them all
+// and returns the grid they take. Called with mu held.
+func (lm *LM) leaveSMs(leave bool) (int, error) {
+	var ce C.nl_err
+	grid := C.nl_tb_leave_sms(lm.e, C.int(boolInt(leave)), &ce)
+	if grid < 0 {
+		return 0, failed("leave SMs", &ce)
+	}
+	lm.leaving = leave
+	return int(grid), nil
 }
 
 // Close frees the GPU memory. The LM is unusable afterwards.
@@ -347,8 +370,24 @@ func (lm *LM) Generate(ctx context.Context, p backend.Prompt, opt backend.Genera
 			return l.Result, err
 		}
 	}
+	if lm.reserved > 0 {
+		// The next utterance's prefill, and any caller without CodecNear,
+		// leave the codec its SMs as before.
+		defer func() {
+			if !lm.leaving {
+				_, _ = lm.leaveSMs(true) // a failure here shows at the next launch
+			}
+		}()
+	}
 	submitted := 0
 	submit := func(s int) error {
+		if lm.reserved > 0 {
+			if leave := opt.CodecNear == nil || opt.CodecNear(s); leave != lm.leaving {
+				if _, err := lm.leaveSMs(leave); err != nil {
+					return err
+				}
+			}
+		}
 		var tp *C.int32_t
 		var tc [backend.NumGroups]C.int32_t
 		if s < len(opt.TeacherCodes) {

@@ -198,3 +198,84 @@ func TestBatchRealShapesManyStreams(t *testing.T) {
 	}
 	t.Logf("%d streams x %d frames x %d groups: largest difference from alone %.3g of the largest logit", n, frames, backend.NumGroups, worst)
 }
+
+// The decode kernel takes every SM for the frames GenerateOptions.CodecNear
+// says the codec is idle and leaves it a third of them (132 SMs: 44) for the
+// others; its
+// sums split the same way on both grids (the one-phase MLP's down shares, the
+// attention's chunks), so the logits are the same bits whichever grid each
+// frame took. Real shapes only: on the golden checkpoints' 96-128-row MLPs a
+// share holds at most one row, and any split gives the same sums.
+func TestLeavingSMsKeepsTheLogits(t *testing.T) {
+	m := synthModel(t)
+	p := syntheticPrompt(m.Config.Talker.HiddenSize, 40, 3, 5)
+	const frames = 6
+	teacher := make([]backend.Codes, frames)
+	for k := range teacher {
+		for g := range teacher[k] {
+			teacher[k][g] = int32((k*71 + g*13 + 3) % 2048)
+		}
+	}
+	collect := func(lm *LM, near func(int) bool) [][]float32 {
+		var all [][]float32
+		o := backend.GenerateOptions{Talker: sample.Greedy(), Predictor: sample.Greedy(), ExactFrames: frames,
+			TeacherCodes: teacher, CodecNear: near, OnLogits: func(e backend.LogitsEvent) { all = append(all, e.Logits) }}
+		if _, _, err := run(t, lm, context.Background(), p, o); err != nil {
+			t.Fatal(err)
+		}
+		if len(all) != frames*backend.NumGroups {
+			t.Fatalf("%d logit events, want %d", len(all), frames*backend.NumGroups)
+		}
+		return all
+	}
+	same := func(what string, a, b [][]float32) {
+		for i := range a {
+			for j := range a[i] {
+				if math.Float32bits(a[i][j]) != math.Float32bits(b[i][j]) {
+					t.Errorf("%s: frame %d group %d logit %d: %v against %v", what, i/backend.NumGroups, i%backend.NumGroups, j, a[i][j], b[i][j])
+					return
+				}
+			}
+		}
+	}
+	for _, fused := range []int{0, -1} {
+		t.Run(fmt.Sprintf("fused_max_len=%d", fused), func(t *testing.T) {
+			plain, err := NewLM(m, Options{MaxPositions: 128, FusedMaxLen: fused})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer plain.Close()
+			lm, err := NewLM(m, Options{MaxPositions: 128, FusedMaxLen: fused})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lm.Close()
+			sms, _, _, _ := lm.Geometry()
+			if err := lm.ReserveSMs(sms / 4); err != nil {
+				t.Fatal(err)
+			}
+			lm.mu.Lock()
+			all, err := lm.leaveSMs(false)
+			left, err2 := lm.leaveSMs(true)
+			lm.mu.Unlock()
+			if err != nil || err2 != nil {
+				t.Fatal(err, err2)
+			}
+			t.Logf("grids: %d CTAs on every SM, %d leaving %d to the codec", all, left, sms-left)
+			if left > sms-sms/4 || (all != sms && all != left) {
+				t.Fatalf("%d SMs, %d reserved: grids %d and %d", sms, sms/4, all, left)
+			}
+			var took []bool
+			alternate := func(i int) bool { took = append(took, i%2 == 1); return i%2 == 1 }
+			ref := collect(lm, nil) // every frame leaves the SMs
+			same("frames alternating between the grids", ref, collect(lm, alternate))
+			same("every frame on every SM", ref, collect(lm, func(int) bool { return false }))
+			if len(took) != frames {
+				t.Errorf("CodecNear asked for %d frames, want %d", len(took), frames)
+			}
+			if all != left {
+				same("an LM that reserves no SMs", ref, collect(plain, nil))
+			}
+		})
+	}
+}

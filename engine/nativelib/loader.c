@@ -16,6 +16,7 @@
 	X(tb_engine *, tb_create, (const tb_weights *, const tb_params *))                     \
 	X(void, tb_destroy, (tb_engine *))                                                     \
 	X(int, tb_reserve_sms, (tb_engine *, int))                                             \
+	X(int, tb_leave_sms, (tb_engine *, int))                                               \
 	X(int, tb_geometry, (tb_engine *, int *, int *, int *, int *))                         \
 	X(int, tb_reset, (tb_engine *))                                                        \
 	X(int, tb_set_sampling, (tb_engine *, const tb_sampler *, const tb_sampler *, uint64_t, int)) \
@@ -114,6 +115,10 @@ tb_engine *nl_tb_create(const tb_weights *w, const tb_params *p, nl_err *err) {
 }
 void nl_tb_destroy(tb_engine *e) { tb.tb_destroy(e); }
 int nl_tb_reserve_sms(tb_engine *e, int n, nl_err *err) { LM_RC(tb.tb_reserve_sms(e, n)); }
+int nl_tb_leave_sms(tb_engine *e, int leave, nl_err *err) {
+	const int grid = tb.tb_leave_sms(e, leave);
+	return grid < 0 ? lm_failed(err) : grid;
+}
 int nl_tb_geometry(tb_engine *e, int *grid, int *threads, int *smem_bytes, int *max_tokens_per_pass, nl_err *err) {
 	LM_RC(tb.tb_geometry(e, grid, threads, smem_bytes, max_tokens_per_pass));
 }

@@ -30,6 +30,8 @@ tb_params nl_tb_default_params(void);
 tb_engine *nl_tb_create(const tb_weights *w, const tb_params *p, nl_err *err);
 void nl_tb_destroy(tb_engine *e);
 int nl_tb_reserve_sms(tb_engine *e, int n, nl_err *err);
+// nl_tb_leave_sms returns the grid the next launch takes, or -1.
+int nl_tb_leave_sms(tb_engine *e, int leave, nl_err *err);
 int nl_tb_geometry(tb_engine *e, int *grid, int *threads, int *smem_bytes, int *max_tokens_per_pass, nl_err *err);
 int nl_tb_set_sampling(tb_engine *e, const tb_sampler *talker, const tb_sampler *predictor, uint64_t seed, int mask_eos,
                        nl_err *err);

@@ -37,7 +37,7 @@
 extern "C" {
 #endif
 
-#define TB_ABI_VERSION 7
+#define TB_ABI_VERSION 8
 
 typedef struct tb_engine tb_engine;
 
@@ -115,8 +115,22 @@ tb_params tb_default_params(void);
 /* Uploads w (which may be released afterwards) with params p (NULL: the defaults). */
 tb_engine *tb_create(const tb_weights *w, const tb_params *p);
 void tb_destroy(tb_engine *e);
-/* Leave n SMs free for other work (the GPU codec) by launching fewer CTAs; n <= SMs/2. */
+/*
+ * Leave n SMs free for other work (the GPU codec) by launching fewer CTAs;
+ * n <= SMs/2, no frame pending. n may be raised, by up to half, to the
+ * nearest count at which the launches can switch between both grids
+ * (tb_leave_sms; 132 SMs: 33 -> 44); tb_geometry reports the grid. Every
+ * launch leaves them until tb_leave_sms says otherwise.
+ */
 int tb_reserve_sms(tb_engine *e, int n);
+/*
+ * Whether the next launches leave the reserved SMs free (leave != 0: the
+ * codec decodes beside them) or take every SM. Either grid gives the same
+ * results bit for bit: the kernels split their sums the same way on both.
+ * Where the SM count allows no such split the launches always leave them.
+ * Returns the grid (CTAs) the next launch takes, or -1.
+ */
+int tb_leave_sms(tb_engine *e, int leave);
 /* Launch geometry chosen at create time (for logs). */
 int tb_geometry(tb_engine *e, int *grid, int *threads, int *smem_bytes, int *max_tokens_per_pass);
 

@@ -68,6 +68,12 @@ constexpr int FUSED_MAX_LEN = 224;
 constexpr int DEFAULT_MAX_POSITIONS = 8192;
 constexpr int OUTW = 18;
 
+// gate_up_down's down shares (BuffersD::shares): four a CTA on every SM, and
+// a multiple of the smaller grid that leaves SMs to the GPU codec (132 SMs:
+// 528 shares, grids of 132 and 88), at most MAX_SHARES_PER_CTA on it.
+constexpr int SHARES_PER_SM = 4;
+constexpr int MAX_SHARES_PER_CTA = 8;
+
 }  // namespace
 
 // Device buffers freed together (tb_engine, tb_batch): alloc records each,
@@ -106,6 +112,10 @@ struct tb_engine : DeviceMem {
   cudaStream_t stream = nullptr;
   Params P{};
   int grid = 0, smem = 0, mmax = 0, sms = 0;
+  // The decode kernels' two grids (tb_reserve_sms, tb_leave_sms): every SM,
+  // and the SMs less those left to the codec; equal when the kernels cannot
+  // switch (tb_reserve_sms). grid is the one the next launch takes.
+  int grid_all = 0, grid_left = 0;
   bool clusters = false;  // thread-block clusters and a gemm_staged built for them (Hopper or later)
   int maxV = 0;  // largest vocabulary (tb_sample's bound)
   unsigned* bars = nullptr;  // the grid barrier's two counters (launch)
@@ -297,7 +307,9 @@ int launch(tb_engine* e) {
 // Position chunks for attention: enough to spread long contexts over the
 // grid, one per 32 positions of the shortest context in the launch.
 int chunks_for(const tb_engine* e, int len_min, int tokens) {
-  const int by_grid = std::max(1, e->grid / (e->P.w.tk.nh * tokens));
+  // From the larger grid whichever the launch takes (tb_leave_sms): the
+  // chunks set the attention's summation order.
+  const int by_grid = std::max(1, e->grid_all / (e->P.w.tk.nh * tokens));
   // 32 positions per chunk: each warp of an item then loads at most a couple
   // of K/V rows one after another (a dependent L2 round trip each).
   const int by_len = std::max(1, (len_min + 31) / 32);
@@ -673,10 +685,11 @@ tb_engine* tb_create(const tb_weights* w, const tb_params* params) {
   }
   const size_t limit = prop.sharedMemPerBlockOptin - static_smem;
   int mmax = 8;
-  // gate_up_down: normed x, act, residual and the down partials.
+  // gate_up_down: normed x, act, residual and the down partials (up to
+  // MAX_SHARES_PER_CTA shares a CTA).
   size_t mlp = 0;
   for (const tb_stack_dims* d : {&T, &C})
-    mlp = std::max(mlp, (size_t)(2 * d->hidden + d->intermediate + std::max(d->hidden, 8 * NT)) * 4);
+    mlp = std::max(mlp, (size_t)(2 * d->hidden + d->intermediate + MAX_SHARES_PER_CTA * d->hidden) * 4);
   auto need = [&](int mm) {
     const size_t xs = (size_t)mm * std::max(maxK, 2 * T.hidden) * 4;
     const size_t at = (size_t)(HD + 2 * mm * HD + TILE + NW * HD + 2 * NW) * 4;
@@ -706,7 +719,8 @@ tb_engine* tb_create(const tb_weights* w, const tb_params* params) {
       return bail();
     }
   }
-  e->grid = prop.multiProcessorCount;  // one CTA per SM; cooperative launch refuses what cannot be co-resident
+  // One CTA per SM; cooperative launch refuses what cannot be co-resident.
+  e->grid = e->grid_all = e->grid_left = prop.multiProcessorCount;
 
   Params& P = e->P;
   if (build_stack(e, T, w->talker_layers, w->talker_norm, prm.max_positions, &P.w.tk, &e->tk_layers, "talker") ||
@@ -773,6 +787,7 @@ tb_engine* tb_create(const tb_weights* w, const tb_params* params) {
   P.buf.xstride = std::max(T.hidden, C.hidden);
   P.buf.qkv_stride = std::max((T.heads + 2 * T.kv_heads) * HD, (C.heads + 2 * C.kv_heads) * HD);
   P.buf.cmax = 16;
+  P.buf.shares = SHARES_PER_SM * e->sms;
   P.buf.act_stride = std::max(T.intermediate, C.intermediate);
   const int nhmax = std::max(T.heads, C.heads);
   e->hist_words = (size_t)(V + 31) / 32;
@@ -827,11 +842,34 @@ void tb_destroy(tb_engine* e) { delete e; }
 int tb_reserve_sms(tb_engine* e, int n) {
   if (!e) return fail("no engine");
   if (n < 0 || n > e->sms / 2) return fail("reserve %d SMs: want 0..%d (half of %d)", n, e->sms / 2, e->sms);
+  if (e->pending > 0) return fail("reserve SMs: %d frames pending", e->pending);
   // Fewer CTAs than SMs: the free SMs run other streams' kernels (the GPU
   // codec) while the persistent kernel holds the rest. Every loop in the
-  // kernel strides by gridDim.x, so any grid size is correct.
-  e->grid = e->sms - n;
+  // kernel strides by gridDim.x, so any grid size is correct; the sums are
+  // the same on both grids while the down shares are a multiple of each:
+  // the first count from n up to half as many again that allows it (132
+  // SMs: 33 -> 44).
+  const int shares = SHARES_PER_SM * e->sms;
+  for (int k = n; k <= std::min(e->sms / 2, n + n / 2); k++) {
+    const int left = e->sms - k;
+    if (shares % left == 0 && shares / left <= MAX_SHARES_PER_CTA) {
+      e->grid_all = e->sms;
+      e->grid = e->grid_left = left;
+      e->P.buf.shares = shares;
+      return 0;
+    }
+  }
+  // None: every launch leaves the n SMs (and its sums differ from an engine
+  // that reserves none).
+  e->grid = e->grid_all = e->grid_left = e->sms - n;
+  e->P.buf.shares = SHARES_PER_SM * e->grid;
   return 0;
+}
+
+int tb_leave_sms(tb_engine* e, int leave) {
+  if (!e) return fail("no engine");
+  e->grid = leave ? e->grid_left : e->grid_all;
+  return e->grid;
 }
 
 int tb_geometry(tb_engine* e, int* grid, int* threads, int* smem, int* mmax) {

@@ -58,12 +58,22 @@ __device__ __forceinline__ void norm_resid(float* xs, const long long* x, const 
 // The MLP of a one-token fused step in one phase (one grid barrier instead of
 // two): gate/up deals CTA b the rows j = b + grid * m, so the CTA holds their
 // act values itself and multiplies them by the same rows of W_down^T, a
-// split-K share of the down projection (an H-wide partial). Every CTA adds its
-// partial, and the un-normed residual elements o = b (mod grid) it owns, into
-// the next residual with 64-bit integer red.add (to_fix): xfix row l & 1,
-// copy b % NCOPY (fix_row), which run_stack zeroed. The layer's input is row (l + 1) & 1 (for layer 0
-// the step's input, written there by CTA 0). Shared memory past xs: act [I],
-// residual [H], partials [ng][H] (engine.cu sizes it).
+// split-K share of the down projection. Every CTA adds its partials, and the
+// un-normed residual elements o = b (mod grid) it owns, into the next
+// residual with 64-bit integer red.add (to_fix): xfix row l & 1, copy
+// b % NCOPY (fix_row), which run_stack zeroed. The layer's input is row
+// (l + 1) & 1 (for layer 0 the step's input, written there by CTA 0).
+// Shared memory past xs: act [I], residual [H], partials [R][H] (engine.cu
+// sizes it).
+//
+// The float partials do not depend on the grid, so the host may launch on
+// every SM or leave some to the codec (tb_leave_sms) with the same results:
+// a partial sums the rows of one share s (row j in share j mod P, P =
+// a.buf.shares, a multiple of the grid) in ascending order, and the partials
+// meet only as integers. CTA b holds shares b + grid r, r < R = P / grid:
+// its rows m = r + R i. On every SM of an H100 (P = 4 x 132) that is the
+// split the kernel had before it could switch grids (four row groups a CTA,
+// ~6 rows each at the 0.6B's shapes).
 // Micro-benchmark (tools/gpu/micro/handoff.cu, H100, 28 layers of 0.6B shapes,
 // 16 head partials): 0.570 -> 0.520 ms against the four-phase layer.
 __device__ __forceinline__ void gate_up_down(const Params& a, const StackD& S, const LayerD& Lw, int l, float* xs,
@@ -77,25 +87,26 @@ __device__ __forceinline__ void gate_up_down(const Params& a, const StackD& S, c
     norm_resid(xs, a.buf.xfix + (size_t)((l + 1) & 1) * a.buf.xstride, a.buf.xfix + 2 * (size_t)a.buf.xstride, xr, H, Lw.post_norm,
                S.eps, red, fix_copy_offset(a.buf.xstride), hook...);
   });
-  // Thread t: outputs 8c..8c+7 of chunk c = t % nc, over the CTA's rows m =
-  // t / nc + ng k (all ng groups' loads of a batch in flight at once).
-  constexpr int KB = 6;  // the 0.6B on 132 SMs: 24 rows a CTA, 4 groups, one batch
-  const int nc = H >> 3, ng = max(1, NT / nc), gi = threadIdx.x / nc;
+  // Thread t: outputs 8c..8c+7 of chunk c = t % nc for share r = t / nc,
+  // all KB loads of a batch in flight at once.
+  constexpr int KB = 6;  // the 0.6B on 132 SMs: 24 rows a CTA, 4 shares, one batch
+  const int R = a.buf.shares / G, nc = H >> 3;
   __syncthreads();
   prof_mark(gp, PH_GU);
-  for (int c = threadIdx.x % nc; gi < ng && c < nc; c += NT) {
+  for (int t = threadIdx.x; t < R * nc; t += NT) {
+    const int c = t % nc, r = t / nc;
     float sum[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-    for (int m0 = gi; m0 < nj; m0 += ng * KB) {
+    for (int m0 = r; m0 < nj; m0 += R * KB) {
       uint4 w[KB];
 #pragma unroll
       for (int k = 0; k < KB; k++) {
-        const int m = m0 + ng * k;
+        const int m = m0 + R * k;
         w[k] = m < nj ? ldw(reinterpret_cast<const uint4*>(Lw.down_t + (size_t)(b + G * m) * H) + c)
                       : make_uint4(0, 0, 0, 0);
       }
 #pragma unroll
       for (int k = 0; k < KB; k++) {
-        const int m = m0 + ng * k;
+        const int m = m0 + R * k;
         const float v = m < nj ? act[b + G * m] : 0.f;
         sum[0] = fmaf(bflo(w[k].x), v, sum[0]);
         sum[1] = fmaf(bfhi(w[k].x), v, sum[1]);
@@ -108,15 +119,14 @@ __device__ __forceinline__ void gate_up_down(const Params& a, const StackD& S, c
       }
     }
 #pragma unroll
-    for (int e = 0; e < 8; e++) part[gi * H + c * 8 + e] = sum[e];
+    for (int e = 0; e < 8; e++) part[r * H + c * 8 + e] = sum[e];
   }
   __syncthreads();
   long long* dst = a.buf.xfix + (size_t)fix_row(l & 1, b & (NCOPY - 1)) * a.buf.xstride;  // copy b % NCOPY
   for (int o = threadIdx.x; o < H; o += NT) {
-    float y = 0.f;
-    for (int g = 0; g < ng; g++) y += part[g * H + o];
-    if (o % G == b) y += xr[o];
-    asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(dst + o), "l"(to_fix(y)) : "memory");
+    long long y = o % G == b ? to_fix(xr[o]) : 0;
+    for (int r = 0; r < R; r++) y += to_fix(part[r * H + o]);
+    asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(dst + o), "l"(y) : "memory");
   }
 }
 

@@ -105,6 +105,10 @@ struct BuffersD {
   int32_t* early; // mapped host memory [EARLYW]: a frame's codes before its talker step (seqlock)
   const float* pad;  // tts_pad row [H]
   int mmax;       // tokens a prefill pass takes (rows of x, qkv, act)
+  // gate_up_down's split of the down projection: `shares` row sets (row j in
+  // share j mod shares), a multiple of every grid the decode kernels launch
+  // with, so a sum's terms and their order do not depend on the grid.
+  int shares;
 };
 
 struct LaunchD {
