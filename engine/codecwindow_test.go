@@ -9,16 +9,19 @@ import (
 	"talkbox/engine/backend"
 )
 
-func nearFrames(w *codecWindow, n int) string {
+// marks writes frames 0..n-1 as x (near a push) or . (not).
+func marks(n int, near func(int) bool) string {
 	s := make([]byte, n)
 	for i := range s {
 		s[i] = '.'
-		if w.near(i) {
+		if near(i) {
 			s[i] = 'x'
 		}
 	}
 	return string(s)
 }
+
+func nearFrames(w *codecWindow, n int) string { return marks(n, w.near) }
 
 func TestCodecWindowNamesTheFramesAfterEachChunk(t *testing.T) {
 	const frame = 2500 * time.Microsecond
@@ -105,14 +108,8 @@ func TestPipelineTellsTheLMWhichFramesRunBesidePushes(t *testing.T) {
 	// is known (frame 2 on) every frame is near; after that, with the
 	// instant pushes of one frame scaled to four, only the first frame after
 	// each chunk's end.
-	got := make([]byte, len(lm.asked))
-	for i, near := range lm.asked {
-		got[i] = '.'
-		if near {
-			got[i] = 'x'
-		}
-	}
-	if want := "xxx..x...x...x"; string(got) != want {
+	got := marks(len(lm.asked), func(i int) bool { return lm.asked[i] })
+	if want := "xxx..x...x...x"; got != want {
 		t.Errorf("frames near a push: %s, want %s", got, want)
 	}
 }

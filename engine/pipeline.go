@@ -199,8 +199,9 @@ func (s *stream) run(ctx context.Context, out chan<- Chunk) {
 		}
 		pcm, err := codecStream.Push(pending)
 		release()
-		window.pushed(len(pending), time.Since(t0))
-		codecTime += time.Since(t0)
+		took := time.Since(t0)
+		window.pushed(len(pending), took)
+		codecTime += took
 		if err != nil {
 			codecErr = fmt.Errorf("codec: %w", err)
 			cancel()

@@ -64,9 +64,9 @@ type GenerateOptions struct {
 	HoldAfterFirst <-chan struct{}
 	// CodecNear, when set, reports whether the codec will be decoding on
 	// the same GPU while the given frame is generated (a push in flight or
-	// due just before it). A GPU LM that leaves SMs to the codec (cuda.LM.ReserveSMs)
-	// takes every SM for the frames it answers false; the codes are the
-	// same either way. Nil: the SMs are always left.
+	// due just before it). A GPU LM that leaves SMs to the codec
+	// (cuda.LM.ReserveSMs) takes every SM for the frames it answers false;
+	// the codes are the same either way. Nil: the SMs are always left.
 	CodecNear func(frame int) bool
 }
 

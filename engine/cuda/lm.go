@@ -85,12 +85,10 @@ type LM struct {
 	grid, threads, smem int
 	tokensPerPass       int
 	textH               int // text projection width on the GPU; 0: not uploaded
-	// sms: the grid at load (one CTA an SM); reserved: SMs left to the GPU
-	// codec (ReserveSMs); leaving: whether
-	// the next launch leaves them (Generate takes them back for the frames
+	// reserved: ReserveSMs left SMs to the GPU codec; leaving: whether the
+	// next launch leaves them (Generate takes them back for the frames
 	// GenerateOptions.CodecNear says the codec is idle).
-	sms, reserved int
-	leaving       bool
+	reserved, leaving bool
 }
 
 // New uploads m's language-model weights (bf16) to the GPU and warms up the
@@ -132,7 +130,6 @@ func NewLM(m *model.Model, opt Options) (*LM, error) {
 	var g, th, sm, mm C.int
 	C.nl_tb_geometry(e, &g, &th, &sm, &mm, &ce)
 	lm.grid, lm.threads, lm.smem, lm.tokensPerPass = int(g), int(th), int(sm), int(mm)
-	lm.sms = lm.grid
 	if !opt.SkipWarmup {
 		if err := lm.Warmup(); err != nil {
 			lm.Close()
@@ -167,7 +164,7 @@ func (lm *LM) ReserveSMs(n int) error {
 	}
 	var g, th, sm, mm C.int
 	C.nl_tb_geometry(lm.e, &g, &th, &sm, &mm, &ce)
-	lm.reserved, lm.leaving = lm.sms-int(g), true // the library may leave more than n
+	lm.reserved, lm.leaving = n > 0, true
 	lm.grid = int(g)
 	return nil
 }
@@ -370,7 +367,7 @@ func (lm *LM) Generate(ctx context.Context, p backend.Prompt, opt backend.Genera
 			return l.Result, err
 		}
 	}
-	if lm.reserved > 0 {
+	if lm.reserved {
 		// The next utterance's prefill, and any caller without CodecNear,
 		// leave the codec its SMs as before.
 		defer func() {
@@ -381,7 +378,7 @@ func (lm *LM) Generate(ctx context.Context, p backend.Prompt, opt backend.Genera
 	}
 	submitted := 0
 	submit := func(s int) error {
-		if lm.reserved > 0 {
+		if lm.reserved {
 			if leave := opt.CodecNear == nil || opt.CodecNear(s); leave != lm.leaving {
 				if _, err := lm.leaveSMs(leave); err != nil {
 					return err

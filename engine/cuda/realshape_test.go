@@ -201,10 +201,9 @@ func TestBatchRealShapesManyStreams(t *testing.T) {
 
 // The decode kernel takes every SM for the frames GenerateOptions.CodecNear
 // says the codec is idle and leaves it a third of them (132 SMs: 44) for the
-// others; its
-// sums split the same way on both grids (the one-phase MLP's down shares, the
-// attention's chunks), so the logits are the same bits whichever grid each
-// frame took. Real shapes only: on the golden checkpoints' 96-128-row MLPs a
+// others; its sums split the same way on both grids (the one-phase MLP's down
+// shares, the attention's chunks), so the logits are the same bits whichever
+// grid each frame took. Real shapes only: on the golden checkpoints' 96-128-row MLPs a
 // share holds at most one row, and any split gives the same sums.
 func TestLeavingSMsKeepsTheLogits(t *testing.T) {
 	m := synthModel(t)
@@ -265,13 +264,13 @@ func TestLeavingSMsKeepsTheLogits(t *testing.T) {
 			if left > sms-sms/4 || (all != sms && all != left) {
 				t.Fatalf("%d SMs, %d reserved: grids %d and %d", sms, sms/4, all, left)
 			}
-			var took []bool
-			alternate := func(i int) bool { took = append(took, i%2 == 1); return i%2 == 1 }
+			var asked []bool
+			alternate := func(i int) bool { asked = append(asked, i%2 == 1); return i%2 == 1 }
 			ref := collect(lm, nil) // every frame leaves the SMs
 			same("frames alternating between the grids", ref, collect(lm, alternate))
 			same("every frame on every SM", ref, collect(lm, func(int) bool { return false }))
-			if len(took) != frames {
-				t.Errorf("CodecNear asked for %d frames, want %d", len(took), frames)
+			if len(asked) != frames {
+				t.Errorf("CodecNear asked for %d frames, want %d", len(asked), frames)
 			}
 			if all != left {
 				same("an LM that reserves no SMs", ref, collect(plain, nil))
