@@ -210,7 +210,7 @@ func (s *stream) run(ctx context.Context, out chan<- Chunk) {
 		c := Chunk{PCM: pcm, FirstFrame: firstIdx, Frames: len(pending), Codes: pending, Since: time.Since(s.start)}
 		if sent == 0 {
 			stats.TTFC = c.Since
-			stats.FirstCodec = time.Since(t0)
+			stats.FirstCodec = took
 			firstSent = time.Now()
 			unhold()
 		}

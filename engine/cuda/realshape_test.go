@@ -239,16 +239,15 @@ func TestLeavingSMsKeepsTheLogits(t *testing.T) {
 	}
 	for _, fused := range []int{0, -1} {
 		t.Run(fmt.Sprintf("fused_max_len=%d", fused), func(t *testing.T) {
-			plain, err := NewLM(m, Options{MaxPositions: 128, FusedMaxLen: fused})
-			if err != nil {
-				t.Fatal(err)
+			open := func() *LM {
+				lm, err := NewLM(m, Options{MaxPositions: 128, FusedMaxLen: fused})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { lm.Close() })
+				return lm
 			}
-			defer plain.Close()
-			lm, err := NewLM(m, Options{MaxPositions: 128, FusedMaxLen: fused})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer lm.Close()
+			plain, lm := open(), open()
 			sms, _, _, _ := lm.Geometry()
 			if err := lm.ReserveSMs(sms / 4); err != nil {
 				t.Fatal(err)
