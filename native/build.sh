@@ -4,7 +4,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=nvcc-targets.sh
-source "$here/nvcc-targets.sh" native
+source "$here/nvcc-targets.sh" native 90a
 # shellcheck source=check-stack.sh
 source "$here/check-stack.sh"
 # TB_DEFS: extra nvcc flags (-DTB_PROF=1 for per-phase profiles); TB_OUT: output file.

@@ -27,7 +27,7 @@ check_stack() {
       *"bytes stack frame"*)
         # Only a properties block that follows its own entry line counts
         # (parallel ptxas runs may interleave their lines).
-        [ "$props" = "$fn" ] && [ "$arch" = sm_90 ] || continue
+        [ "$props" = "$fn" ] && { [ "$arch" = sm_90 ] || [ "$arch" = sm_90a ]; } || continue
         local kind
         case $fn in *decode_kernelILb1E*) kind="decode_kernel<true>" ;; *decode_kernelILb0E*) kind="decode_kernel<false>" ;; *) continue ;; esac
         local -a v

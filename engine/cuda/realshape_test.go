@@ -47,11 +47,18 @@ func synthModel(t *testing.T) *model.Model {
 
 func TestRealShapesAgainstCPU(t *testing.T) {
 	m := synthModel(t)
+	// 70 prompt rows: at 70+ positions, three attention chunks per KV head
+	// (the cross-CTA merge). 300: the prefill's products of many rows
+	// (gemm_wg on an sm_90a image, gemm_tiles on other Hopper builds).
+	t.Run("70 rows", func(t *testing.T) { againstCPU(t, m, 70, 8, 128) })
+	t.Run("300 rows", func(t *testing.T) { againstCPU(t, m, 300, 2, 320) })
+}
+
+// againstCPU compares the GPU's logits and hidden states with the CPU
+// reference's over frames teacher-forced frames after a prompt of rows rows.
+func againstCPU(t *testing.T, m *model.Model, rows, frames, maxPos int) {
 	H := m.Config.Talker.HiddenSize
-	// 70 prompt rows: several prefill passes and, at 70+ positions, three
-	// attention chunks per KV head (the cross-CTA merge).
-	p := syntheticPrompt(H, 70, 3, 9)
-	const frames = 8
+	p := syntheticPrompt(H, rows, 3, 9)
 	teacher := make([]backend.Codes, frames)
 	for k := range teacher {
 		for g := range teacher[k] {
@@ -79,7 +86,7 @@ func TestRealShapesAgainstCPU(t *testing.T) {
 		}
 		return r
 	}
-	gpu, err := NewLM(m, Options{MaxPositions: 128})
+	gpu, err := NewLM(m, Options{MaxPositions: maxPos})
 	if err != nil {
 		t.Fatal(err)
 	}

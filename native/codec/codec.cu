@@ -848,7 +848,7 @@ bool smem_limits(int device, SmemLimits &l) {
 }
 
 // wgmma_smem sets m->wg_bytes[i] where this build's kernels carry wgmma (an
-// sm_90a image: k_wgmma_probe) and the device gives k_gemm_wg<BN> its shared
+// sm_90a image: tbwg::image_has_wgmma) and the device gives k_gemm_wg<BN> its shared
 // memory: wg_bytes[i][0] what it needs, [1] that or half an SM's if more (one
 // CTA an SM, tbc_pool::one_cta_per_sm).
 template <class K> void wgmma_smem(tbc_model *m, int i, int BN, K *k) {
@@ -861,28 +861,6 @@ template <class K> void wgmma_smem(tbc_model *m, int i, int BN, K *k) {
 	}
 	m->wg_bytes[i][0] = alone;
 	m->wg_bytes[i][1] = one;
-}
-
-// has_wgmma runs k_wgmma_probe on device (an sm_90 GPU) on a stream of its
-// own, which waits for no other work: whether the library's image for it is
-// sm_90a.
-bool has_wgmma(int device) {
-	int major = 0, *d = nullptr, v = 0;
-	cudaStream_t st = nullptr;
-	if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess || major != 9 ||
-	    cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) != cudaSuccess) {
-		cudaGetLastError();
-		return false;
-	}
-	bool ok = cudaMallocAsync(&d, sizeof(int), st) == cudaSuccess;
-	if (ok) {
-		k_wgmma_probe<<<1, 1, 0, st>>>(d);
-		ok = cudaMemcpyAsync(&v, d, sizeof(int), cudaMemcpyDeviceToHost, st) == cudaSuccess &&
-		     cudaFreeAsync(d, st) == cudaSuccess && cudaStreamSynchronize(st) == cudaSuccess && v == 1;
-	}
-	cudaStreamDestroy(st);
-	cudaGetLastError();
-	return ok;
 }
 
 // one_cta_pad is the dynamic shared memory that makes kernel k's CTAs (its
@@ -1149,7 +1127,7 @@ tbc_model *tbc_create(const tbc_weights *w, const tbc_params *params) {
 	m->clusters = cudaDeviceGetAttribute(&cl, cudaDevAttrClusterLaunch, device) == cudaSuccess && cl;
 	m->tc_pad[0] = one_cta_pad(device, k_gemm_tc<64, 64, true>);
 	m->tc_pad[1] = one_cta_pad(device, k_gemm_tc<128, 32, true>);
-	if (has_wgmma(device)) {
+	if (tbwg::image_has_wgmma(device)) {
 		wgmma_smem(m, 0, 96, k_gemm_wg<96>);
 		wgmma_smem(m, 1, 128, k_gemm_wg<128>);
 	}

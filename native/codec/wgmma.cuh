@@ -14,13 +14,10 @@
 // (tools/gpu/micro/cublas_probe.cu), this kernel 1.2-1.9 times
 // (tools/gpu/micro/codec_wg.cu; codec.cu's wg_choice says which products).
 #pragma once
+#include "../src/wgmma_sm90.cuh"
 #include "kernels.cuh"
 
 namespace tbc {
-
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define TBC_WGMMA 1
-#endif
 
 constexpr int WG_BM = 128, WG_STAGES = 3;
 
@@ -35,7 +32,7 @@ constexpr size_t wg_smem(int BN) {
 // 16w..16w+15), B through a shared-memory descriptor.
 template <int BN> __device__ __forceinline__ void wgmma_tf32(float (&d)[BN / 2], const uint32_t (&a)[4], uint64_t desc);
 
-#ifdef TBC_WGMMA
+#ifdef TB_WGMMA
 template <> __device__ __forceinline__ void wgmma_tf32<96>(float (&d)[48], const uint32_t (&a)[4], uint64_t desc) {
 	asm volatile("{ .reg .pred p; setp.ne.b32 p, 1, 0; wgmma.mma_async.sync.aligned.m64n96k8.f32.tf32.tf32 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47}, "
 	             "{%48,%49,%50,%51}, %52, p, 1, 1; }"
@@ -51,35 +48,23 @@ template <> __device__ __forceinline__ void wgmma_tf32<128>(float (&d)[64], cons
 }
 #endif
 
-// A K-major shared-memory operand in the 128-byte swizzle: rows of 128
-// bytes (32 TF32 values of K), groups of 8 rows 1024 bytes apart.
-__device__ __forceinline__ uint64_t wg_desc(const void *smem) {
-	const uint64_t addr = (uint32_t)__cvta_generic_to_shared(smem);
-	return ((addr & 0x3ffff) >> 4) | (1ull << 16) | ((uint64_t)(1024 >> 4) << 32) | (1ull << 62);
-}
-
-// Keeps a register the tensor cores may still read or write where it is
-// until this point (the compiler does not know that wgmma is asynchronous).
-__device__ __forceinline__ void wg_keep(uint32_t &r) { asm volatile("" : "+r"(r)::"memory"); }
-__device__ __forceinline__ void wg_keep(float &r) { asm volatile("" : "+f"(r)::"memory"); }
-
 // wg_wait waits for the warpgroup's products in flight, which read the A
 // fragments fa and write the accumulators acc.
 template <int NA, int KS> __device__ __forceinline__ void wg_wait(float (&acc)[NA], uint32_t (&fa)[KS][4]) {
-	asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+	tbwg::wait<0>();
 #pragma unroll
-	for (int i = 0; i < NA; i++) wg_keep(acc[i]);
+	for (int i = 0; i < NA; i++) tbwg::keep(acc[i]);
 #pragma unroll
 	for (int kk = 0; kk < KS; kk++)
 #pragma unroll
-		for (int i = 0; i < 4; i++) wg_keep(fa[kk][i]);
+		for (int i = 0; i < 4; i++) tbwg::keep(fa[kk][i]);
 }
 
 // W rounded to nearest TF32 (above).
 template <int BN>
 __global__ void __launch_bounds__(256) k_gemm_wg(AOp a, const float *__restrict__ W, int M, int N, int K,
                                                  int kChunk, Epi e, float *__restrict__ ws) {
-#ifdef TBC_WGMMA
+#ifdef TB_WGMMA
 	constexpr int LA = WG_BM / 32, LB = BN / 32, NA = BN / 2, KS = TC_BK / 8;
 	constexpr int BST = BN * 128; // bytes of a W stage: one swizzle atom of BN rows
 	static_assert(BN % 32 == 0 && BN <= 256, "tile width");
@@ -101,7 +86,7 @@ __global__ void __launch_bounds__(256) k_gemm_wg(AOp a, const float *__restrict_
 #pragma unroll
 	for (int l = 0; l < LB; l++) {
 		const int r = (tid + l * 256) >> 3;
-		boff[l] = r * 128 + (((tid & 7) ^ (r & 7)) << 4);
+		boff[l] = tbwg::sw128_offset(r, tid & 7);
 	}
 	const int tapStride = a.dil * a.cin;
 	int tap = (kb + kq) / a.cin, ch = kb + kq - tap * a.cin;
@@ -138,7 +123,7 @@ __global__ void __launch_bounds__(256) k_gemm_wg(AOp a, const float *__restrict_
 		asm volatile("cp.async.wait_group %0;" ::"n"(WG_STAGES - 2));
 		// The copies were the generic proxy's writes; the tensor cores read
 		// through the async proxy.
-		asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+		tbwg::fence_proxy_async();
 		// The previous stage's products end before its fragments' registers
 		// and its buffer are reused.
 		wg_wait(acc, fa);
@@ -151,11 +136,11 @@ __global__ void __launch_bounds__(256) k_gemm_wg(AOp a, const float *__restrict_
 			fa[kk][2] = round_tf32(As[st][wr + g][kk * 8 + q + 4]);
 			fa[kk][3] = round_tf32(As[st][wr + g + 8][kk * 8 + q + 4]);
 		}
-		asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+		tbwg::fence();
 #pragma unroll
 		for (int kk = 0; kk < KS; kk++)
-			wgmma_tf32<BN>(acc, fa[kk], wg_desc(Bs + st * BST + kk * 32));
-		asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+			wgmma_tf32<BN>(acc, fa[kk], tbwg::desc_sw128(Bs + st * BST + kk * 32));
+		tbwg::commit();
 	}
 	wg_wait(acc, fa);
 	asm volatile("cp.async.wait_group 0;");
@@ -180,15 +165,6 @@ __global__ void __launch_bounds__(256) k_gemm_wg(AOp a, const float *__restrict_
 				if (n < N) epi_put(e, row, epi_col(e, n), n, acc[4 * j + 2 * h + c]);
 			}
 	}
-#endif
-}
-
-// Whether this build's kernels carry wgmma (an sm_90a image ran): 1 in *out.
-__global__ void k_wgmma_probe(int *out) {
-#ifdef TBC_WGMMA
-	*out = 1;
-#else
-	*out = 0;
 #endif
 }
 

@@ -256,6 +256,7 @@ tb_batch* tb_batch_create(tb_engine* e, int max_streams, int max_positions) {
   b->sk.sms = e->sms;
   b->sk.ws_floats = (size_t)2 * e->sms * pf::split_partials(4, 2, true);
   b->sk.clusters = e->clusters;
+  b->sk.wgmma = e->wgmma;
   b->sk.dependent = e->clusters;
   if (b->alloc(&b->sk.ws, b->sk.ws_floats) || b->alloc(&b->sk.tickets, e->sms) ||
       cudaMemset(b->sk.tickets, 0, e->sms * sizeof(unsigned)) != cudaSuccess)

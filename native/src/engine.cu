@@ -21,6 +21,7 @@
 #include "stream_priority.cuh"
 #include "textproj.cuh"
 #include "gemm_tiles.cuh"
+#include "gemm_wg.cuh"
 
 using namespace tb;
 
@@ -117,6 +118,7 @@ struct tb_engine : DeviceMem {
   // switch (tb_reserve_sms). grid is the one the next launch takes.
   int grid_all = 0, grid_left = 0;
   bool clusters = false;  // thread-block clusters and a gemm_staged built for them (Hopper or later)
+  bool wgmma = false;     // the library's image carries wgmma (sm_90a): many-row products on gemm_wg
   int maxV = 0;  // largest vocabulary (tb_sample's bound)
   unsigned* bars = nullptr;  // the grid barrier's two counters (launch)
   int bar_parity = 0;
@@ -357,6 +359,7 @@ struct SplitK {
   unsigned* tickets = nullptr;  // [sms], zero: a product splits only when it has fewer tiles
   int sms = 0;
   bool clusters = false;  // gemm_staged can run (Hopper or later)
+  bool wgmma = false;     // gemm_wg can run (the library's image is sm_90a)
   // Launch with programmatic stream serialization (the batched step on
   // Hopper: dep_launch.cuh).
   bool dependent = false;
@@ -463,19 +466,27 @@ void staged_run(cudaStream_t st, const pf::GemmArgs& g, const SplitK& sk) {
   with_row_tiles(g.M, [&](auto mt) { staged_launch<decltype(mt)::value, EPI, NORM>(st, g, sk); });
 }
 
-// Whether a product runs on pf::gemm_tiles (gemm_tiles.cuh) rather than
-// gemm_staged (Hopper): from 256 rows, where its 128 x 128 tiles fill at
-// least half the SMs. A layer's products on the 0.6B's shapes, H100: 2560
-// rows 1033 -> 752 us, 1280: 551 -> 436; at 640 rows QKV and gate/up 95-97
-// -> 73 us each, while O and down (40 tiles) stay on gemm_staged (they would
-// go 57 -> 74 and 79 -> 103). At 320 rows QKV gains 61 -> 55 us and gate/up
-// loses 55 -> 72; from 512 rows instead of 256, 64 utterances at once end to
-// end gave TTFC p95 50.0-57.2 ms against 49.1-49.8.
+// Whether gemm_run's many-row products take pf::gemm_wg.
+inline bool wg_runs(const pf::GemmArgs& g, const SplitK* sk) { return sk->wgmma && pf::wg_fits(g); }
+
+// Whether a product runs on a kernel made for many rows (pf::gemm_wg where
+// the image is sm_90a, else pf::gemm_tiles) rather than gemm_staged
+// (Hopper): from 256 rows, where its 128-row tiles fill at least half the
+// SMs (gemm_tiles) or a quarter (gemm_wg). A layer's products on the 0.6B's
+// shapes, H100: 2560 rows 1033 -> 752 us on gemm_tiles; at 640 rows QKV and
+// gate/up 95-97 -> 73 us each, while O and down (40 tiles) stay on
+// gemm_staged (they would go 57 -> 74 and 79 -> 103). At 320 rows QKV gains
+// 61 -> 55 us and gate/up loses 55 -> 72; from 512 rows instead of 256, 64
+// utterances at once end to end gave TTFC p95 50.0-57.2 ms against
+// 49.1-49.8. gemm_wg (tools/gpu/micro/prefill_gemm.cu): at 2560 rows a layer
+// 770 -> 498 us, at 640 280 -> 216 (O and down 56 -> 49 and 79 -> 66 us
+// against gemm_staged there; at 320 rows they stay on it, 36 and 48 us
+// against 49 and 66).
 template <int EPI>
 bool use_tiles(const pf::GemmArgs& g, const SplitK* sk) {
   if (!sk || !sk->clusters || g.M < 256 || g.K % pf::TBK || g.lda % 4) return false;
   const long tiles = (long)((g.N + pf::tile_out_cols(EPI) - 1) / pf::tile_out_cols(EPI)) * ((g.M + pf::TBM - 1) / pf::TBM);
-  return 2 * tiles >= sk->sms;
+  return (wg_runs(g, sk) ? 4 : 2) * tiles >= sk->sms;
 }
 
 // NORM: g.A's rows RMSNorm'd with g.norm on the way in (pf::gemm). sk: K
@@ -483,7 +494,10 @@ bool use_tiles(const pf::GemmArgs& g, const SplitK* sk) {
 template <int EPI, bool NORM = false>
 void gemm_run(cudaStream_t st, const pf::GemmArgs& g, const SplitK* sk = nullptr) {
   if (use_tiles<EPI>(g, sk)) {
-    pf::tiles_launch<EPI, NORM>(st, g, sk->dependent);
+    if (wg_runs(g, sk))
+      pf::wg_launch<EPI, NORM>(st, g, sk->sms, sk->dependent);
+    else
+      pf::tiles_launch<EPI, NORM>(st, g, sk->dependent);
     return;
   }
   if (sk && sk->clusters) {
@@ -536,6 +550,7 @@ int run_prefill_tc(tb_engine* e) {
   SplitK sk{};
   sk.sms = e->sms;
   sk.clusters = e->clusters;
+  sk.wgmma = e->wgmma;
   sk.all_tiles = true;
   tc_layers(st, S, e->tk_layers.data(), n, x, e->pf_in, e->pf_qkv, e->pf_mlp, [&](int l, const LayerD& L) {
     const size_t cache = (size_t)l * S.nkv * S.cap * HD;
@@ -663,6 +678,7 @@ tb_engine* tb_create(const tb_weights* w, const tb_params* params) {
   e->clusters = prop.major >= 9 &&
                 cudaFuncGetAttributes(&staged, pf::gemm_staged<4, pf::EPI_STORE, false, true>) == cudaSuccess &&
                 staged.ptxVersion >= 90;
+  e->wgmma = e->clusters && tbwg::image_has_wgmma(device);
 
   // Shared memory: activations for mmax tokens, or attention / sampling scratch.
   int maxK = 0;

@@ -18,7 +18,7 @@ int main() {
   cudaDeviceGetAttribute(&m.sms, cudaDevAttrMultiProcessorCount, 0);
   m.tc_pad[0] = one_cta_pad(0, k_gemm_tc<64, 64, true>);
   m.tc_pad[1] = one_cta_pad(0, k_gemm_tc<128, 32, true>);
-  if (!has_wgmma(0)) {
+  if (!tbwg::image_has_wgmma(0)) {
     printf("no wgmma in this build or device\n");
     return 1;
   }

@@ -1,10 +1,13 @@
-// Prefill product micro-benchmark (docs/dev/batch.md, "gemm_tiles"): a
-// layer's four products on the 0.6B's shapes at 320-2560 rows, run by
-// gemm_staged (staged_run, as the prefills split it) and by gemm_tiles,
-// event-timed (median of 20 after 3 warm-ups), with the largest difference
-// between the two over the largest output. It includes the library's source
-// so both run through the engine's own launch code. Not part of the build:
-//   nvcc -std=c++17 -O3 -arch=sm_90 -o /tmp/prefill_gemm tools/gpu/micro/prefill_gemm.cu && /tmp/prefill_gemm
+// Prefill product micro-benchmark (docs/dev/batch.md, "gemm_tiles", "gemm_wg"):
+// a layer's four products on the 0.6B's shapes at 320-2560 rows, run by
+// gemm_staged (staged_run, as the prefills split it), gemm_tiles and gemm_wg
+// (128 and 256 weight rows a CTA),
+// event-timed (median of 20 after 3 warm-ups), each with its largest error
+// over the largest output against a double-precision reference of 256
+// sampled outputs (the same bf16 weights and fp32 activations). It includes
+// the library's source so all run through the engine's own launch code. Not
+// part of the build:
+//   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -o /tmp/prefill_gemm tools/gpu/micro/prefill_gemm.cu && /tmp/prefill_gemm
 #include "../../../native/src/engine.cu"
 #include "timing.cuh"
 
@@ -20,12 +23,28 @@ struct Shape {
   int N, K, epi;  // epi 0: norm + store (QKV), 1: residual add (O, down), 2: norm + SwiGLU (gate/up)
 };
 
-template <int EPI, bool NORM>
-void both(const pf::GemmArgs& g, const SplitK& sk, float* staged_out, float& t_staged, float& t_tiles) {
-  pf::GemmArgs gs = g, gt = g;
-  gs.C = staged_out;
-  t_staged = median_us([&] { staged_run<EPI, NORM>(0, gs, sk); });
-  t_tiles = median_us([&] { pf::tiles_launch<EPI, NORM>(0, gt, false); });
+float bf16_value(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float v;
+  memcpy(&v, &u, 4);
+  return v;
+}
+
+// The reference of output (m, n): epi 0 RMSNorm(A) W^T, 1 A W^T, 2 SiLU(gate) * up of RMSNorm(A).
+double reference(const std::vector<float>& a, const std::vector<uint16_t>& w, const std::vector<uint16_t>& w2,
+                 const std::vector<uint16_t>& nw, int K, int epi, int m, int n) {
+  const float* x = a.data() + (size_t)m * K;
+  double ss = 0.0, d1 = 0.0, d2 = 0.0;
+  for (int k = 0; k < K; k++) {
+    const double v = x[k] * (epi == 1 ? 1.0 : bf16_value(nw[k]));
+    ss += (double)x[k] * x[k];
+    d1 += v * bf16_value(w[(size_t)n * K + k]);
+    if (epi == 2) d2 += v * bf16_value(w2[(size_t)n * K + k]);
+  }
+  const double sc = epi == 1 ? 1.0 : 1.0 / sqrt(ss / K + 1e-6);
+  if (epi != 2) return d1 * sc;
+  const double gt = d1 * sc;
+  return gt / (1.0 + exp(-gt)) * d2 * sc;
 }
 
 }  // namespace
@@ -34,11 +53,10 @@ int main() {
   cudaDeviceProp p;
   if (!hopper(p)) return 1;
   const int MM = 2560, KM = 3072, NM = 4096;
-  float *A, *C1, *C2;
+  float *A, *C1;
   uint16_t *W, *W2, *nw;
   cudaMalloc(&A, (size_t)MM * KM * 4);
   cudaMalloc(&C1, (size_t)MM * NM * 4);
-  cudaMalloc(&C2, (size_t)MM * NM * 4);
   cudaMalloc(&W, (size_t)NM * KM * 2);
   cudaMalloc(&W2, (size_t)NM * KM * 2);
   cudaMalloc(&nw, KM * 2);
@@ -54,33 +72,66 @@ int main() {
   sk.sms = p.multiProcessorCount;
   sk.clusters = true;
   sk.all_tiles = true;
+  // Host copies for the reference (W2 is W shifted by 7 values, as uploaded).
+  std::vector<uint16_t> hw2(hw.begin() + 7, hw.begin() + 7 + (size_t)NM * KM), hn(hw.begin() + 100, hw.begin() + 100 + KM);
+  hw.resize((size_t)NM * KM);
   const Shape shapes[] = {{"qkv", 4096, 1024, 0}, {"o", 1024, 2048, 1}, {"gateup", 3072, 1024, 2}, {"down", 1024, 3072, 1}};
+  const char* names[4] = {"gemm_staged", "gemm_tiles", "wg128", "wg256"};
   for (int M : {320, 640, 1280, 2560}) {
-    float sum_s = 0.f, sum_t = 0.f;
+    float sum[4] = {};
     for (const Shape& s : shapes) {
-      // EPI_STORE for the residual products too: both kernels then write the same values.
-      const pf::GemmArgs g{W, W2, s.N, s.K, A, s.K, M, C2, s.N, nw, 1e-6f};
-      float ts = 0.f, tt = 0.f;
-      if (s.epi == 0) both<pf::EPI_STORE, true>(g, sk, C1, ts, tt);
-      if (s.epi == 1) both<pf::EPI_STORE, false>(g, sk, C1, ts, tt);
-      if (s.epi == 2) both<pf::EPI_SILU, true>(g, sk, C1, ts, tt);
-      const cudaError_t err = cudaDeviceSynchronize();
-      std::vector<float> r1((size_t)M * s.N), r2((size_t)M * s.N);
-      cudaMemcpy(r1.data(), C1, r1.size() * 4, cudaMemcpyDeviceToHost);
-      cudaMemcpy(r2.data(), C2, r2.size() * 4, cudaMemcpyDeviceToHost);
-      double diff = 0.0, top = 0.0;
-      for (size_t i = 0; i < r1.size(); i++) {
-        diff = std::max(diff, (double)fabsf(r1[i] - r2[i]));
-        top = std::max(top, (double)fabsf(r1[i]));
+      // EPI_STORE for the residual products too: every kernel then writes the same values.
+      const pf::GemmArgs g{W, W2, s.N, s.K, A, s.K, M, C1, s.N, nw, 1e-6f};
+      // A's rows as the kernels read them (lda = K).
+      std::vector<float> hA((size_t)M * s.K);
+      for (int m = 0; m < M; m++) memcpy(&hA[(size_t)m * s.K], &ha[(size_t)m * s.K], s.K * 4);
+      float t[4] = {};
+      double err[4] = {};
+      for (int kind = 0; kind < 4; kind++) {
+        const auto run = [&] {
+          const auto go = [&](auto epi, auto norm) {
+            constexpr int E = decltype(epi)::value;
+            constexpr bool N = decltype(norm)::value;
+            if (kind == 0) staged_run<E, N>(0, g, sk);
+            if (kind == 1) pf::tiles_launch<E, N>(0, g, false);
+            if (kind == 2) pf::wg_launch_bn<E, N, 128>(0, g, false);
+            if (kind == 3) pf::wg_launch_bn<E, N, 256>(0, g, false);
+          };
+          if (s.epi == 0) go(std::integral_constant<int, pf::EPI_STORE>{}, std::true_type{});
+          if (s.epi == 1) go(std::integral_constant<int, pf::EPI_STORE>{}, std::false_type{});
+          if (s.epi == 2) go(std::integral_constant<int, pf::EPI_SILU>{}, std::true_type{});
+        };
+        cudaMemset(C1, 0xff, (size_t)M * s.N * 4);  // NaN: an output never written shows
+        t[kind] = median_us(run);
+        const cudaError_t e = cudaDeviceSynchronize();
+        if (e != cudaSuccess) {
+          printf("%s: %s\n", names[kind], cudaGetErrorString(e));
+          return 1;
+        }
+        std::vector<float> r((size_t)M * s.N);
+        cudaMemcpy(r.data(), C1, r.size() * 4, cudaMemcpyDeviceToHost);
+        double top = 0.0, worst = 0.0;
+        bool finite = true;
+        for (float v : r) {
+          finite = finite && std::isfinite(v);
+          top = std::max(top, (double)fabsf(v));
+        }
+        for (int i = 0; i < 256; i++) {
+          const int m = (int)((i * 2654435761u) % (unsigned)M), n = (int)((i * 40503u + 17) % (unsigned)s.N);
+          worst = std::max(worst, fabs(r[(size_t)m * s.N + n] - reference(hA, hw, hw2, hn, s.K, s.epi, m, n)));
+        }
+        err[kind] = finite ? worst / top : INFINITY;
       }
       // Both bf16 terms of A count: two MMAs a product element.
       const double flops = 2.0 * 2.0 * M * (s.epi == 2 ? 2 * s.N : s.N) * s.K;
-      printf("M %4d %-6s gemm_staged %7.1f us  gemm_tiles %7.1f us  (%3.0f / %3.0f TFLOPS of MMAs)  difference %.2e  %s\n",
-             M, s.name, ts, tt, flops / ts / 1e6, flops / tt / 1e6, diff / top, cudaGetErrorString(err));
-      sum_s += ts;
-      sum_t += tt;
+      printf("M %4d %-6s", M, s.name);
+      for (int k = 0; k < 4; k++) {
+        printf("  %s %6.1f us %3.0f TF err %.1e", names[k], t[k], flops / t[k] / 1e6, err[k]);
+        sum[k] += t[k];
+      }
+      printf("\n");
     }
-    printf("M %4d layer: gemm_staged %.1f us, gemm_tiles %.1f us\n", M, sum_s, sum_t);
+    printf("M %4d layer: gemm_staged %.1f us, gemm_tiles %.1f us, wg128 %.1f us, wg256 %.1f us\n", M, sum[0], sum[1], sum[2], sum[3]);
   }
   return 0;
 }
