@@ -69,7 +69,7 @@ __global__ void __launch_bounds__(256) k_gemm_wg(AOp a, const float *__restrict_
 	constexpr int BST = BN * 128; // bytes of a W stage: one swizzle atom of BN rows
 	static_assert(BN % 32 == 0 && BN <= 256, "tile width");
 	extern __shared__ unsigned char wg_raw[];
-	unsigned char *base = wg_raw + ((1024 - ((uint32_t)__cvta_generic_to_shared(wg_raw) & 1023)) & 1023);
+	unsigned char *base = tbwg::align1024(wg_raw);
 	unsigned char *Bs = base; // [stage][BN rows][128 bytes], swizzled
 	float(*As)[WG_BM][TC_LD] = reinterpret_cast<float(*)[WG_BM][TC_LD]>(base + WG_STAGES * BST);
 	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, q = lane & 3;

@@ -33,10 +33,9 @@ constexpr int WGM_AROW = WGM_BK + 8;  // floats a staged A row takes: float2 fra
 constexpr int WGM_ABYTES = WGM_BM * WGM_AROW * 4;
 
 // A CTA takes BN weight rows (EPI_SILU: BN / 2 gate and BN / 2 up rows, for
-// BN / 2 output columns): 256 for the wide products (QKV, gate/up), whose
-// column tiles then read A half as often, 128 for the narrow ones (O, down),
-// whose tiles would otherwise not fill the SMs. Buffers: the stage multiplied
-// and the ones in flight, as many as fit.
+// BN / 2 output columns): 256 reads A half as often, 128 fills more SMs when
+// the tiles are few (wg_tile_rows chooses). Buffers: the stage multiplied and
+// the ones in flight, as many as fit.
 __host__ __device__ constexpr int wg_stages(int BN) { return BN == 256 ? 3 : 4; }
 // Dynamic shared memory: room to align to 1024 bytes, then W's stages, then A's.
 __host__ __device__ constexpr int wg_smem(int BN) { return 1024 + wg_stages(BN) * (BN * 128 + WGM_ABYTES); }
@@ -74,7 +73,7 @@ __global__ void __launch_bounds__(WGM_THREADS, 1) gemm_wg(const GemmArgs g) {
 #ifdef TB_WGMMA
   constexpr int ST = wg_stages(BN), AHEAD = ST - 1, NA = BN / 2, WBYTES = BN * 128;
   extern __shared__ unsigned char wgm_raw[];
-  unsigned char* base = wgm_raw + ((1024 - ((uint32_t)__cvta_generic_to_shared(wgm_raw) & 1023)) & 1023);
+  unsigned char* base = tbwg::align1024(wgm_raw);
   const auto ws = [&](int s) { return base + s * WBYTES; };
   const auto as = [&](int s) { return reinterpret_cast<float*>(base + ST * WBYTES + s * WGM_ABYTES); };
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gq = lane >> 2, tq = lane & 3;

@@ -23,6 +23,13 @@ __device__ __forceinline__ uint64_t desc_sw128(const void* smem) {
   return ((addr & 0x3ffff) >> 4) | (1ull << 16) | ((uint64_t)(1024 >> 4) << 32) | (1ull << 62);
 }
 
+// The first 1024-byte aligned address at or after raw (a kernel's dynamic
+// shared memory, which asks for 1024 bytes more than it uses): where a
+// swizzled tile may start.
+__device__ __forceinline__ unsigned char* align1024(unsigned char* raw) {
+  return raw + ((1024 - ((uint32_t)__cvta_generic_to_shared(raw) & 1023)) & 1023);
+}
+
 // Byte offset of 16-byte chunk c of row r in that layout.
 __host__ __device__ constexpr uint32_t sw128_offset(int r, int c) { return r * 128 + ((c ^ (r & 7)) << 4); }
 
