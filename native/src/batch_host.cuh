@@ -26,32 +26,25 @@ struct tb_batch : DeviceMem {
   int32_t* h_rows = nullptr;    // pinned staging of the row list
   int32_t* h_out = nullptr;     // pinned [cap][OUTW]
   int32_t* h_teach = nullptr;   // pinned [cap][1 + MAXG]
-  // Work buffers for up to 2 cap rows (the predictor's first step) or a prompt.
-  int wrows = 0;
+  // The step's work buffers, 2 cap rows (the predictor's first step).
   float *x = nullptr, *xin = nullptr, *in = nullptr, *qkv = nullptr, *mlp = nullptr, *hn = nullptr;
   float *tlog = nullptr, *plog = nullptr;  // [2 cap][V] (steps' rows, then admissions'), [cap][G - 1][Vp]
   SplitK sk;                               // the step's products' split-K scratch
+  PrefillBuffers prompt_work;              // the admissions' prompts
   cudaEvent_t done = nullptr;
   // A step's launches as a CUDA graph for each row count (captured on first
   // use on their own stream, launched on the engine's): some 900 small
   // launches a frame, whose launch overhead is most of a small batch's step.
+  // They hold the step's work buffers' addresses, which never move.
   cudaStream_t capture = nullptr;
   std::vector<cudaGraphExec_t> graphs;  // [cap + 1], by row count
-
-  // The graphs hold the work buffers' addresses: dropped when those move.
-  void drop_graphs() {
-    for (auto& g : graphs)
-      if (g) {
-        cudaGraphExecDestroy(g);
-        g = nullptr;
-      }
-  }
 
   ~tb_batch() {
     if (!e) return;
     cudaSetDevice(e->dev);
     cudaStreamSynchronize(e->stream);
-    drop_graphs();
+    for (cudaGraphExec_t g : graphs)
+      if (g) cudaGraphExecDestroy(g);
     if (capture) cudaStreamDestroy(capture);
     if (done) cudaEventDestroy(done);
     for (void* p : {(void*)h_rows, (void*)h_out, (void*)h_teach})
@@ -239,7 +232,6 @@ tb_batch* tb_batch_create(tb_engine* e, int max_streams, int max_positions) {
   const int QN = std::max((T.nh + 2 * T.nkv) * HD, (C.nh + 2 * C.nkv) * HD);
   const int AOmax = std::max(T.nh, C.nh) * HD;
   const int Imax = std::max(T.I, C.I);
-  b->wrows = rows;
   if (b->alloc(&b->s.codes, (size_t)cap * MAXG) || b->alloc(&b->s.tpos, cap) || b->alloc(&b->s.frame, cap) ||
       b->alloc(&b->s.out, (size_t)cap * bt::OUTW) || b->alloc(&b->s.teach, (size_t)cap * (1 + MAXG)) ||
       b->alloc(&b->s.hidden, (size_t)cap * H) || b->alloc(&b->s.tk_k, b->s.tk_slot * cap) ||
@@ -334,24 +326,15 @@ int tb_batch_add_many(tb_batch* b, const tb_batch_request* req, int k, int* slot
   const cudaStream_t st = e->stream;
   const int H = b->H;
   const StackD& T = e->P.w.tk;
-  const StackD& C = e->P.w.cp;
   // The prompts one after another through the talker into their slots'
-  // caches, in the work buffers (grown for long prompts). The products are
-  // the step's (b->sk: gemm_staged on Hopper), whose 64-column tiles read the
-  // rows' activations a quarter as often as pf::gemm's: 64 prompts of 40 rows
-  // 80 -> 48 ms (0.6B, H100). From 256 rows gemm_run takes gemm_tiles instead
+  // caches, in the admissions' buffers (grown for long prompts; the step's
+  // stay where its graphs read them). The products are the step's (b->sk:
+  // gemm_staged on Hopper), whose 64-column tiles read the rows' activations a
+  // quarter as often as pf::gemm's: 64 prompts of 40 rows 80 -> 48 ms (0.6B,
+  // H100). From 256 rows gemm_run takes a kernel made for many rows instead
   // (use_tiles).
-  if (total > b->wrows) {
-    b->drop_graphs();
-    const int maxW = std::max(b->H, b->Hp);
-    b->wrows = 0;
-    if (b->regrow(&b->x, (size_t)total * maxW) ||
-        b->regrow(&b->in, (size_t)total * std::max(maxW, std::max(T.nh, C.nh) * HD)) ||
-        b->regrow(&b->qkv, (size_t)total * std::max((T.nh + 2 * T.nkv) * HD, (C.nh + 2 * C.nkv) * HD)) ||
-        b->regrow(&b->mlp, (size_t)total * std::max(T.I, C.I)))
-      return -1;
-    b->wrows = total;
-  }
+  PrefillBuffers& pw = b->prompt_work;
+  if (pw.reserve(*b, T, total)) return -1;
   if (total > b->prow_cap) {
     b->prow_cap = 0;
     if (b->regrow(&b->d_prow, (size_t)3 * total)) return -1;
@@ -378,7 +361,7 @@ int tb_batch_add_many(tb_batch* b, const tb_batch_request* req, int k, int* slot
     prm.arg.trail = b->trail[slot];
     prm.arg.ntrail = q.n_trailing;
     CK(cudaMemcpyAsync(b->d_prm + slot, &prm, sizeof(Params), cudaMemcpyHostToDevice, st));
-    CK(cudaMemcpyAsync(b->x + (size_t)r0 * H, q.rows, (size_t)q.n * H * 4, cudaMemcpyHostToDevice, st));
+    CK(cudaMemcpyAsync(pw.x + (size_t)r0 * H, q.rows, (size_t)q.n * H * 4, cudaMemcpyHostToDevice, st));
     if (q.n_trailing > 0)
       CK(cudaMemcpyAsync(b->trail[slot], q.trailing, (size_t)q.n_trailing * H * 4, cudaMemcpyHostToDevice, st));
     CK(cudaMemcpyAsync(b->pad + (size_t)H * slot, q.tts_pad, (size_t)H * 4, cudaMemcpyHostToDevice, st));
@@ -402,18 +385,18 @@ int tb_batch_add_many(tb_batch* b, const tb_batch_request* req, int k, int* slot
   const int attn_blocks = (total * T.nh + pf::PW - 1) / pf::PW;
   SplitK sk = b->sk;
   sk.all_tiles = true;
-  tc_layers(st, T, e->tk_layers.data(), total, b->x, b->in, b->qkv, b->mlp, [&](int l, const LayerD& L) {
+  tc_layers(st, T, e->tk_layers.data(), total, pw.x, pw.in, pw.qkv, pw.mlp, [&](int l, const LayerD& L) {
     const size_t cache = (size_t)l * T.nkv * b->tcap * HD;
-    pf::rope_cache<<<rope_blocks, pf::PT, 0, st>>>({b->qkv, QN, total, T.nh, T.nkv, L.q_norm, L.k_norm, T.eps, T.rope,
+    pf::rope_cache<<<rope_blocks, pf::PT, 0, st>>>({pw.qkv, QN, total, T.nh, T.nkv, L.q_norm, L.k_norm, T.eps, T.rope,
                                                     b->s.tk_k + cache, b->s.tk_v + cache, b->tcap, pos, pslot,
                                                     b->s.tk_slot});
-    pf::attend_rows<<<attn_blocks, pf::PT, 0, st>>>(b->qkv, QN, total, T.nh, T.nkv, b->in, first);
+    pf::attend_rows<<<attn_blocks, pf::PT, 0, st>>>(pw.qkv, QN, total, T.nh, T.nkv, pw.in, first);
   }, &sk);
   // Each prompt's last row: its head and group 0 of frame 0; its hidden
   // state is the predictor's first input. Logits into tlog rows cap..cap+k-1
   // (tb_batch_read_logits, until the next admission).
   for (int i = 0, r0 = 0; i < k; r0 += req[i].n, i++)
-    pf::rms_rows<<<1, pf::PT, 0, st>>>(b->x + (size_t)(r0 + req[i].n - 1) * H, H, H, T.final_norm, T.eps,
+    pf::rms_rows<<<1, pf::PT, 0, st>>>(pw.x + (size_t)(r0 + req[i].n - 1) * H, H, H, T.final_norm, T.eps,
                                        b->hn + (size_t)i * H, H);
   for (int i = 0; i < k; i++) b->h_rows[i] = slots[i];
   CK(cudaMemcpyAsync(b->d_rows, b->h_rows, (size_t)k * 4, cudaMemcpyHostToDevice, st));

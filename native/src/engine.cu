@@ -108,6 +108,30 @@ struct DeviceMem {
   }
 };
 
+// The fp32 work buffers of a prompt's pass through the talker (tc_layers),
+// grown on demand: the single stream's prefill (tb_engine) and the batch's
+// admissions (tb_batch) each hold their own, so a long prompt never moves
+// the buffers the batched step's captured graphs read.
+struct PrefillBuffers {
+  float* x = nullptr;    // residual [rows][H]
+  float* in = nullptr;   // normed rows / attention contexts [rows][max(H, heads*HD)]
+  float* qkv = nullptr;  // [rows][(heads + 2 kv heads) * HD]
+  float* mlp = nullptr;  // SiLU(gate) * up [rows][I]
+  int cap = 0;           // rows they hold
+
+  // Room for n rows of stack S, from m's memory.
+  int reserve(DeviceMem& m, const StackD& S, int n) {
+    if (n <= cap) return 0;
+    cap = 0;
+    const size_t rows = n, AO = (size_t)S.nh * HD, QN = (size_t)(S.nh + 2 * S.nkv) * HD;
+    if (m.regrow(&x, rows * S.H) || m.regrow(&in, rows * std::max<size_t>(S.H, AO)) || m.regrow(&qkv, rows * QN) ||
+        m.regrow(&mlp, rows * S.I))
+      return -1;
+    cap = n;
+    return 0;
+  }
+};
+
 struct tb_engine : DeviceMem {
   int dev = 0;
   cudaStream_t stream = nullptr;
@@ -153,11 +177,7 @@ struct tb_engine : DeviceMem {
   // sees them, and fp32 buffers for all prompt rows (grown on demand).
   bool tc_prefill = false;
   std::vector<LayerD> tk_layers, cp_layers;
-  int pf_cap = 0;    // rows the buffers below hold
-  float* pf_x = nullptr;    // residual [rows][H]
-  float* pf_in = nullptr;   // normed rows / attention contexts [rows][max(H, heads*HD)]
-  float* pf_qkv = nullptr;  // [rows][(heads + 2 kv heads) * HD]
-  float* pf_mlp = nullptr;  // SiLU(gate) * up [rows][I]
+  PrefillBuffers prompt_work;
   // tb_project_text's weights, stream and buffers (textproj.cuh): touched by
   // nothing else, freed by its own destructor after this one's body.
   tbtp::TextProj tp;
@@ -531,16 +551,11 @@ void tc_layers(cudaStream_t st, const StackD& S, const LayerD* layers, int n, fl
 int run_prefill_tc(tb_engine* e) {
   const int n = e->prefill_rows;
   const StackD& S = e->P.w.tk;
-  const int H = S.H, I = S.I, AO = S.nh * HD, QN = (S.nh + 2 * S.nkv) * HD;
-  if (n > e->pf_cap) {
-    e->pf_cap = 0;
-    if (e->regrow(&e->pf_x, (size_t)n * H) || e->regrow(&e->pf_in, (size_t)n * std::max(H, AO)) ||
-        e->regrow(&e->pf_qkv, (size_t)n * QN) || e->regrow(&e->pf_mlp, (size_t)n * I))
-      return -1;
-    e->pf_cap = n;
-  }
+  const int H = S.H, QN = (S.nh + 2 * S.nkv) * HD;
+  PrefillBuffers& pw = e->prompt_work;
+  if (pw.reserve(*e, S, n)) return -1;
   const cudaStream_t st = e->stream;
-  float* x = e->pf_x;
+  float* x = pw.x;
   CK(cudaMemcpyAsync(x, e->d_rows, (size_t)n * H * 4, cudaMemcpyDeviceToDevice, st));
   const int rope_blocks = (n * (S.nh + 2 * S.nkv) + pf::PW - 1) / pf::PW;
   const int attn_blocks = (n * S.nh + pf::PW - 1) / pf::PW;
@@ -552,11 +567,11 @@ int run_prefill_tc(tb_engine* e) {
   sk.clusters = e->clusters;
   sk.wgmma = e->wgmma;
   sk.all_tiles = true;
-  tc_layers(st, S, e->tk_layers.data(), n, x, e->pf_in, e->pf_qkv, e->pf_mlp, [&](int l, const LayerD& L) {
+  tc_layers(st, S, e->tk_layers.data(), n, x, pw.in, pw.qkv, pw.mlp, [&](int l, const LayerD& L) {
     const size_t cache = (size_t)l * S.nkv * S.cap * HD;
     pf::rope_cache<<<rope_blocks, pf::PT, 0, st>>>(
-        {e->pf_qkv, QN, n, S.nh, S.nkv, L.q_norm, L.k_norm, S.eps, S.rope, S.kc + cache, S.vc + cache, S.cap});
-    pf::attend_rows<<<attn_blocks, pf::PT, 0, st>>>(e->pf_qkv, QN, n, S.nh, S.nkv, e->pf_in);
+        {pw.qkv, QN, n, S.nh, S.nkv, L.q_norm, L.k_norm, S.eps, S.rope, S.kc + cache, S.vc + cache, S.cap});
+    pf::attend_rows<<<attn_blocks, pf::PT, 0, st>>>(pw.qkv, QN, n, S.nh, S.nkv, pw.in);
   }, e->clusters ? &sk : nullptr);
   CK(cudaGetLastError());
   // The last row's residual goes where the cooperative kernel's head reads
